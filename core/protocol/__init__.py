@@ -1,0 +1,1 @@
+"""rlog.core.protocol."""

@@ -1,0 +1,106 @@
+"""The broker's table of Kafka APIs: which keys exist, which versions we serve, header versions.
+
+`SUPPORTED` is the one place the advertised ranges live (SUBSET.md §3): ApiVersions answers from
+it and the connection refuses anything outside it. Add an API here when its handler lands.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from functools import cache
+from typing import Any
+
+from .schema import load_message
+
+
+class ApiKey(IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
+    INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    WRITE_TXN_MARKERS = 27
+    TXN_OFFSET_COMMIT = 28
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
+    INCREMENTAL_ALTER_CONFIGS = 44
+    DESCRIBE_CLIENT_QUOTAS = 48
+    DESCRIBE_CLUSTER = 60
+
+    @property
+    def schema_name(self) -> str:
+        """`OFFSET_FOR_LEADER_EPOCH` -> `OffsetForLeaderEpoch` (+ "Request"/"Response")."""
+        return "".join(part.capitalize() for part in self.name.split("_"))
+
+    @property
+    def request_schema(self) -> str:
+        return self.schema_name + "Request"
+
+    @property
+    def response_schema(self) -> str:
+        return self.schema_name + "Response"
+
+
+# Versions the broker serves, inclusive (SUBSET.md §3, "broker" column).
+SUPPORTED: dict[ApiKey, tuple[int, int]] = {
+    ApiKey.PRODUCE: (3, 8),
+    ApiKey.FETCH: (4, 11),
+    ApiKey.LIST_OFFSETS: (1, 5),
+    ApiKey.METADATA: (1, 8),
+    ApiKey.API_VERSIONS: (0, 3),
+    ApiKey.CREATE_TOPICS: (0, 4),
+    ApiKey.DELETE_TOPICS: (0, 3),
+    ApiKey.DESCRIBE_CONFIGS: (0, 3),
+    ApiKey.INIT_PRODUCER_ID: (0, 1),
+}
+
+# Header versions: request v1 / response v0, or v2 / v1 in flexible versions (tags added).
+REQUEST_HEADER_VERSION = 1
+REQUEST_HEADER_VERSION_FLEXIBLE = 2
+RESPONSE_HEADER_VERSION = 0
+RESPONSE_HEADER_VERSION_FLEXIBLE = 1
+
+
+def is_supported(api_key: ApiKey, version: int) -> bool:
+    versions = SUPPORTED.get(api_key)
+    return versions is not None and versions[0] <= version <= versions[1]
+
+
+@cache
+def header_versions(api_key: ApiKey, version: int) -> tuple[int, int]:
+    """(request header version, response header version) for this API version."""
+    flexible = load_message(api_key.request_schema).flexible(version)
+    request = REQUEST_HEADER_VERSION_FLEXIBLE if flexible else REQUEST_HEADER_VERSION
+    # ApiVersions answers with header v0 always: a client that does not know the broker's
+    # versions yet must be able to read the answer (KIP-511).
+    if flexible and api_key != ApiKey.API_VERSIONS:
+        return request, RESPONSE_HEADER_VERSION_FLEXIBLE
+    return request, RESPONSE_HEADER_VERSION
+
+
+def api_versions_entries(only: ApiKey | None = None) -> list[dict[str, Any]]:
+    """The ApiVersions response's `api_keys` list (of one API, for the error-35 answer)."""
+    return [
+        {"api_key": int(key), "min_version": low, "max_version": high}
+        for key, (low, high) in sorted(SUPPORTED.items())
+        if only is None or key == only
+    ]

@@ -16,6 +16,8 @@ MESSAGE_MAX_BYTES = 1024 * 1024 + 12
 # so a segment can never pass 2 GiB.
 LOG_SEGMENT_BYTES_DEFAULT = 1024 * 1024 * 1024
 LOG_SEGMENT_BYTES_MAX = 2**31 - 1
+# The smallest segment.bytes Kafka accepts (one legacy v0 record's overhead).
+LOG_SEGMENT_BYTES_MIN = 14
 
 # One sparse index entry per this many log bytes (log.index.interval.bytes).
 LOG_INDEX_INTERVAL_BYTES_DEFAULT = 4096
@@ -23,6 +25,14 @@ LOG_INDEX_INTERVAL_BYTES_DEFAULT = 4096
 # An index file holds at most this many bytes (log.index.size.max.bytes); a full index rolls the
 # segment.
 LOG_INDEX_SIZE_MAX_BYTES = 10 * 1024 * 1024
+
+# decode_batch (tools, coordinators' internal topics; never the produce path) refuses a batch whose
+# records inflate past this, so a small compressed bomb cannot exhaust memory.
+DECOMPRESSED_BATCH_MAX_BYTES = 64 * 1024 * 1024
+
+# Recovery and index rebuilds read the log in chunks of this size: large enough that a chunk holds
+# many batches, small enough to keep the copy cheap.
+LOG_RECOVERY_READ_BYTES = 1024 * 1024
 
 # Fetch requests a broker parks while waiting for data (long polling). More are answered at once.
 FETCH_WAITING_MAX = 10_000
@@ -46,6 +56,10 @@ assert MESSAGE_MAX_BYTES < SOCKET_REQUEST_MAX_BYTES
 assert LOG_SEGMENT_BYTES_DEFAULT <= LOG_SEGMENT_BYTES_MAX
 assert MESSAGE_MAX_BYTES < LOG_SEGMENT_BYTES_DEFAULT
 assert LOG_INDEX_INTERVAL_BYTES_DEFAULT < LOG_SEGMENT_BYTES_DEFAULT
+assert LOG_SEGMENT_BYTES_MIN <= LOG_SEGMENT_BYTES_DEFAULT
+# One append (at most one request) into an empty segment must keep every position 32-bit.
+assert SOCKET_REQUEST_MAX_BYTES < LOG_SEGMENT_BYTES_MAX
+assert MESSAGE_MAX_BYTES < DECOMPRESSED_BATCH_MAX_BYTES
 
 # A response frame larger than this is refused by ClientConnection (tests and tools) from its size
 # prefix. Fetch answers are bounded by the client's fetch.max.bytes (50 MiB by default), so the

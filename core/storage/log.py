@@ -1,0 +1,416 @@
+"""One partition's log: ordered segments, offset assignment, rolling, reads, flushes, retention.
+
+Offsets: `log_start_offset` <= `recovery_point` <= `log_end_offset` (LEO, the next offset to
+assign). Everything below the recovery point has been fsync'd; startup re-checks only what is
+above it (loader.py).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from rlog.core.records import (
+    BatchHeader,
+    Compression,
+    InvalidRecordError,
+    iter_batches,
+    patch_base_offset,
+    patch_leader_epoch,
+    read_header,
+    set_log_append_time,
+)
+from rlog.core.storage.config import LogConfig
+from rlog.core.storage.files import Buffer, FileSlice, FileSystem
+from rlog.core.storage.loader import RecoverySummary, load_log
+from rlog.core.storage.segment import LogSegment
+
+
+class OffsetOutOfRangeError(Exception):
+    """A fetch or a log-start move asks for an offset outside [log start, LEO]."""
+
+
+class RecordTooLargeError(Exception):
+    """A batch is larger than max.message.bytes (Kafka's MESSAGE_TOO_LARGE)."""
+
+
+class OffsetOutOfOrderError(Exception):
+    """Batches appended as they are (a follower's) do not continue from the LEO."""
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time_ms: int  # -1 unless the log stamped LogAppendTime
+    num_messages: int
+    num_batches: int
+    headers: list[BatchHeader]  # as written: offsets, epoch and timestamps patched
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSliceInfo:
+    fetch_offset: int
+    records: FileSlice | None  # None: nothing to return (at the LEO, or nothing below the limit)
+
+    @property
+    def size_bytes(self) -> int:
+        return self.records.size if self.records is not None else 0
+
+
+class Log:
+    def __init__(
+        self,
+        dir_path: str,
+        config: LogConfig,
+        fs: FileSystem,
+        *,
+        recovery_point: int,
+        log_start_offset: int,
+        now_ms: int,
+    ) -> None:
+        self.dir_path = dir_path
+        self._config = config
+        self._fs = fs
+        loaded = load_log(
+            fs,
+            dir_path,
+            config,
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            now_ms=now_ms,
+        )
+        self._segments = loaded.segments
+        self._recovery_point = loaded.recovery_point
+        self._log_start_offset = loaded.log_start_offset
+        self.recovery_summary: RecoverySummary = loaded.summary
+        # When the oldest unflushed message arrived (flush.ms counts from it); after a restart the
+        # unflushed tail is as old as the restart, as far as we know.
+        self._first_unflushed_ms = now_ms
+        # Segment files created since the last flush: their names need a directory fsync.
+        self._dir_needs_sync = True
+
+    # ---- state ----
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    def update_config(self, config: LogConfig) -> None:
+        self._config = config
+        for segment in self._segments:
+            segment.config = config
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self.log_end_offset - self._recovery_point
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(segment.size for segment in self._segments)
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return tuple(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    # ---- appending ----
+
+    def append(
+        self,
+        records: Buffer,
+        now_ms: int,
+        *,
+        leader_epoch: int | None = None,
+        assign_offsets: bool = True,
+    ) -> AppendInfo:
+        """Validate and write all batches in `records` with one file append.
+
+        As leader (`assign_offsets`), batches get offsets from the LEO and, if the topic says so,
+        LogAppendTime; as follower they must already continue from the LEO. `leader_epoch`, if
+        given, is stamped on every batch. Raises CorruptRecordError (nothing written),
+        RecordTooLargeError, OffsetOutOfOrderError, or OSError from the disk (nothing written).
+        """
+        batches = list(iter_batches(records))
+        if not batches:
+            raise InvalidRecordError("no record batches to append")
+        headers = [header for _, header in batches]
+        if assign_offsets:
+            for header in headers:
+                self._check_producer_batch(header)
+        else:
+            self._check_follows_on(headers)
+        stamp_time = assign_offsets and self._config.log_append_time
+        data: Buffer = records
+        if assign_offsets or leader_epoch is not None:
+            data = bytearray(records)  # the one copy, patched in place
+            next_offset = self.log_end_offset
+            for position, header in batches:
+                if assign_offsets:
+                    patch_base_offset(data, position, next_offset)
+                    next_offset += header.last_offset_delta + 1
+                if leader_epoch is not None:
+                    patch_leader_epoch(data, position, leader_epoch)
+                if stamp_time:
+                    set_log_append_time(data, position, now_ms)
+            headers = [read_header(data, position) for position, _ in batches]
+        self._write(data, headers, now_ms)
+        return _append_info(headers, now_ms if stamp_time else -1)
+
+    def _check_producer_batch(self, header: BatchHeader) -> None:
+        """Rules for new data; a follower skips them, as the leader applied them already (and a
+        lowered max.message.bytes must not stop replication of older batches).
+        """
+        if header.size > self._config.message_max_bytes:
+            raise RecordTooLargeError(
+                f"batch of {header.size} bytes exceeds max.message.bytes "
+                f"{self._config.message_max_bytes}"
+            )
+        if header.records_count < 1 or header.records_count != header.last_offset_delta + 1:
+            raise InvalidRecordError(
+                f"batch declares {header.records_count} records for "
+                f"{header.last_offset_delta + 1} offsets"
+            )
+        if header.compression > Compression.ZSTD:
+            raise InvalidRecordError(f"unknown compression codec {header.compression}")
+
+    def _check_follows_on(self, headers: list[BatchHeader]) -> None:
+        expected_offset = self.log_end_offset
+        for header in headers:
+            if header.base_offset != expected_offset:
+                raise OffsetOutOfOrderError(
+                    f"batch at offset {header.base_offset}, expected {expected_offset}"
+                )
+            expected_offset = header.next_offset
+
+    def _write(self, data: Buffer, headers: list[BatchHeader], now_ms: int) -> None:
+        if self._should_roll(len(data), headers[-1].last_offset, now_ms):
+            self.roll()
+        if self.unflushed_messages == 0:
+            self._first_unflushed_ms = now_ms
+        self.active_segment.append(data, headers, now_ms)
+
+    def _should_roll(self, append_bytes: int, last_offset: int, now_ms: int) -> bool:
+        active = self.active_segment
+        if active.size == 0:
+            return False
+        roll_base_ms = active.roll_base_ms
+        return (
+            active.size + append_bytes > self._config.segment_bytes
+            or (roll_base_ms is not None and now_ms - roll_base_ms > self._config.segment_ms)
+            or active.is_index_full
+            or not active.can_index(last_offset)
+        )
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the LEO (unless the active one is still empty)."""
+        if self.active_segment.size == 0:
+            return self.active_segment
+        segment = LogSegment.create(self._fs, self.dir_path, self.log_end_offset, self._config)
+        self._segments.append(segment)
+        self._dir_needs_sync = True
+        return segment
+
+    # ---- reading ----
+
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        max_offset_exclusive: int,
+        min_one_batch: bool = True,
+    ) -> FetchSliceInfo:
+        """Whole batches from the one holding `offset`, all ending below `max_offset_exclusive`
+        (the high watermark for consumers, the LEO for followers), from one segment.
+        """
+        log_end_offset = self.log_end_offset
+        if not self._log_start_offset <= offset <= log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside [{self._log_start_offset}, {log_end_offset}]"
+            )
+        index = bisect_right(self._segments, offset, key=lambda segment: segment.base_offset) - 1
+        for segment in self._segments[index:]:
+            if segment.next_offset > offset:  # skips only segments with nothing at or after it
+                found = segment.read(offset, max_bytes, max_offset_exclusive, min_one_batch)
+                return FetchSliceInfo(offset, found)
+        return FetchSliceInfo(offset, None)
+
+    def iter_batch_headers(self, start_offset: int | None = None) -> Iterator[BatchHeader]:
+        """Headers of every batch from the log start (or from the batch holding `start_offset`),
+        oldest first, reading 61 bytes per batch: for startup rebuilds such as producer state.
+        The log must not change while this runs.
+        """
+        offset = self._log_start_offset if start_offset is None else start_offset
+        offset = max(offset, self._log_start_offset)
+        for segment in self._segments:
+            if segment.next_offset > offset:
+                yield from segment.headers_from(offset)
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with a timestamp >= `timestamp`, if any."""
+        for segment in self._segments:
+            if segment.next_offset <= self._log_start_offset:
+                continue
+            found = segment.find_offset_for_timestamp(timestamp, self._log_start_offset)
+            if found is not None:
+                return found
+        return None
+
+    # ---- durability ----
+
+    def flush_due(self, now_ms: int) -> bool:
+        """Whether flush.messages or flush.ms asks for an fsync now."""
+        unflushed = self.unflushed_messages
+        return unflushed > 0 and (
+            unflushed >= self._config.flush_messages
+            or now_ms - self._first_unflushed_ms >= self._config.flush_ms
+        )
+
+    @property
+    def has_unflushed_sealed_segments(self) -> bool:
+        """Rolled segments hold unflushed data (a periodic flush should take them)."""
+        return self._recovery_point < self.active_segment.base_offset
+
+    def flush(self, up_to_offset: int | None = None) -> None:
+        """fsync everything below `up_to_offset` (default: the LEO) and move the recovery point.
+
+        On an fsync error the recovery point stays where it was and the error propagates.
+        """
+        target = self.log_end_offset if up_to_offset is None else up_to_offset
+        target = min(target, self.log_end_offset)
+        if target <= self._recovery_point:
+            return
+        for segment in self._segments:
+            if segment.base_offset < target and segment.next_offset > self._recovery_point:
+                segment.flush()
+        if self._dir_needs_sync:
+            self._fs.sync_dir(self.dir_path)
+            self._dir_needs_sync = False
+        self._recovery_point = target
+
+    # ---- retention and truncation ----
+
+    def delete_retained_segments(self, now_ms: int) -> int:
+        """Delete the oldest whole segments that retention.ms or retention.bytes (when the policy
+        deletes) or the log start offset no longer keep; never the active one. Returns how many.
+        """
+        config = self._config
+        cutoff_ms = now_ms - config.retention_ms
+
+        def expired(segment: LogSegment, bytes_left: int) -> bool:
+            if segment.next_offset <= self._log_start_offset:
+                return True
+            if not config.deletes_by_retention:
+                return False
+            if config.retention_bytes >= 0 and bytes_left - segment.size >= config.retention_bytes:
+                return True
+            return config.retention_ms >= 0 and _retention_timestamp(segment, now_ms) < cutoff_ms
+
+        return self._delete_oldest_while(expired)
+
+    def advance_log_start_offset(self, offset: int) -> None:
+        """Move the log start forward (DeleteRecords); segments wholly below it are deleted."""
+        if offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(f"offset {offset} is past the LEO {self.log_end_offset}")
+        if offset <= self._log_start_offset:
+            return
+        self._log_start_offset = offset
+        self._recovery_point = max(self._recovery_point, offset)
+        self._delete_oldest_while(lambda segment, _: segment.next_offset <= offset)
+
+    def _delete_oldest_while(self, should_delete: Callable[[LogSegment, int], bool]) -> int:
+        """Delete sealed segments from the oldest while should_delete(segment, bytes left)."""
+        bytes_left = self.size_bytes
+        count = 0
+        for segment in self._segments[:-1]:
+            if not should_delete(segment, bytes_left):
+                break
+            bytes_left -= segment.size
+            count += 1
+        if count:
+            doomed = self._segments[:count]
+            del self._segments[:count]
+            self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+            self._recovery_point = max(self._recovery_point, self._log_start_offset)
+            for segment in doomed:
+                segment.delete()
+        return count
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every batch holding an offset >= `offset` (a follower's divergent tail)."""
+        if offset >= self.log_end_offset:
+            return
+        if offset < self._log_start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+        keep = bisect_right(self._segments, offset, key=lambda segment: segment.base_offset)
+        doomed = self._segments[keep:]
+        del self._segments[keep:]
+        for segment in doomed:
+            segment.delete()
+        self.active_segment.truncate_to(offset)
+        log_end_offset = self.log_end_offset
+        self._recovery_point = min(self._recovery_point, log_end_offset)
+        self._log_start_offset = min(self._log_start_offset, log_end_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete everything; the log restarts empty at `offset`."""
+        for segment in self._segments:
+            segment.delete()  # before create: the new segment may reuse a name
+        self._segments = [LogSegment.create(self._fs, self.dir_path, offset, self._config)]
+        self._log_start_offset = offset
+        self._recovery_point = offset
+        self._dir_needs_sync = True
+
+    def close(self) -> None:
+        """Close the files; flushing and checkpoints are LogManager's clean shutdown."""
+        for segment in self._segments:
+            segment.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.dir_path!r}, log_start_offset={self._log_start_offset}, "
+            f"log_end_offset={self.log_end_offset}, recovery_point={self._recovery_point})"
+        )
+
+
+def _retention_timestamp(segment: LogSegment, now_ms: int) -> int:
+    """The segment's age for retention.ms: its largest timestamp, or when it began filling."""
+    if segment.largest_timestamp >= 0:
+        return segment.largest_timestamp
+    return segment.roll_base_ms if segment.roll_base_ms is not None else now_ms
+
+
+def _append_info(headers: list[BatchHeader], log_append_time_ms: int) -> AppendInfo:
+    max_timestamp, offset_of_max_timestamp = -1, headers[0].base_offset
+    for header in headers:
+        if header.max_timestamp > max_timestamp:
+            max_timestamp, offset_of_max_timestamp = header.max_timestamp, header.last_offset
+    return AppendInfo(
+        first_offset=headers[0].base_offset,
+        last_offset=headers[-1].last_offset,
+        max_timestamp=max_timestamp,
+        offset_of_max_timestamp=offset_of_max_timestamp,
+        log_append_time_ms=log_append_time_ms,
+        num_messages=sum(header.records_count for header in headers),
+        num_batches=len(headers),
+        headers=headers,
+    )

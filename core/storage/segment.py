@@ -1,0 +1,379 @@
+"""One segment: a `.log` file of whole batches and its two sparse indexes, named by base offset.
+
+Work is per batch: reads walk 61-byte headers, never records. Batches in a segment are contiguous
+(each starts at the previous one's next offset) because rlog writes no gaps; recovery relies on it
+to tell a stale but well-formed tail from data.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+
+from rlog.core.limits import LOG_RECOVERY_READ_BYTES
+from rlog.core.records import (
+    BATCH_HEADER_SIZE,
+    BatchHeader,
+    CorruptRecordError,
+    decode_batch,
+    read_header,
+    validate_batch,
+)
+from rlog.core.storage.config import LogConfig
+from rlog.core.storage.files import Buffer, FileSlice, FileSystem, LogFile
+from rlog.core.storage.index import INT32_MAX, CorruptIndexError, OffsetIndex, TimeIndex
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+class LogSegment:
+    def __init__(
+        self,
+        fs: FileSystem,
+        dir_path: str,
+        base_offset: int,
+        config: LogConfig,
+        *,
+        create: bool,
+    ) -> None:
+        self._fs = fs
+        self._paths = [
+            os.path.join(dir_path, segment_file_name(base_offset, suffix))
+            for suffix in SEGMENT_SUFFIXES
+        ]
+        log_path, index_path, time_index_path = self._paths
+        self.base_offset = base_offset
+        self._config = config
+        self._log = fs.open(log_path, create=create)
+        self._offset_index = OffsetIndex(
+            fs.open(index_path, create=True), base_offset, config.offset_index_entries_max
+        )
+        self._time_index = TimeIndex(
+            fs.open(time_index_path, create=True), base_offset, config.time_index_entries_max
+        )
+        self._next_offset = base_offset
+        self._max_timestamp = -1
+        self._offset_of_max_timestamp = base_offset
+        self._bytes_since_index_entry = 0
+        # When this segment's age for segment.ms starts: the first append, or on load the first
+        # batch's timestamp (so restarts do not postpone rolls), whichever is earlier.
+        self.roll_base_ms: int | None = None
+
+    @classmethod
+    def create(
+        cls, fs: FileSystem, dir_path: str, base_offset: int, config: LogConfig
+    ) -> LogSegment:
+        """A new empty segment; leftover files with its name are emptied."""
+        segment = cls(fs, dir_path, base_offset, config, create=True)
+        segment._log.truncate(0)
+        segment._offset_index.reset()
+        segment._time_index.reset()
+        return segment
+
+    @classmethod
+    def open(cls, fs: FileSystem, dir_path: str, base_offset: int, config: LogConfig) -> LogSegment:
+        """An existing segment's files; call load() or recover() before using it."""
+        return cls(fs, dir_path, base_offset, config, create=False)
+
+    # ---- state ----
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        """A topic config change: later appends follow the new index settings."""
+        self._config = config
+        self._offset_index.entries_max = config.offset_index_entries_max
+        self._time_index.entries_max = config.time_index_entries_max
+
+    @property
+    def size(self) -> int:
+        return self._log.size
+
+    @property
+    def next_offset(self) -> int:
+        """The offset the next batch appended here would get (this segment's end)."""
+        return self._next_offset
+
+    @property
+    def largest_timestamp(self) -> int:
+        """The largest batch maxTimestamp in the segment, -1 if none."""
+        return self._max_timestamp
+
+    @property
+    def is_index_full(self) -> bool:
+        return self._offset_index.is_full or self._time_index.is_full
+
+    @property
+    def log_file(self) -> LogFile:
+        return self._log
+
+    def can_index(self, last_offset: int) -> bool:
+        """Whether an offset fits the indexes' 32-bit relative offsets."""
+        return 0 <= last_offset - self.base_offset <= INT32_MAX
+
+    # ---- appending ----
+
+    def append(self, records: Buffer, headers: Sequence[BatchHeader], now_ms: int) -> None:
+        """Write whole, already validated batches (with their headers) in one file append."""
+        position = self._log.size
+        self._log.append(records)  # whole or nothing; raises before any state changes
+        for header in headers:
+            self._track_batch(header, position)
+            position += header.size
+        self._next_offset = headers[-1].next_offset
+        if self.roll_base_ms is None:
+            self.roll_base_ms = now_ms
+
+    def _track_batch(self, header: BatchHeader, position: int) -> None:
+        if header.max_timestamp > self._max_timestamp:
+            self._max_timestamp = header.max_timestamp
+            self._offset_of_max_timestamp = header.last_offset
+        if self._bytes_since_index_entry > self._config.index_interval_bytes:
+            self._bytes_since_index_entry = 0
+            try:
+                if not self._offset_index.is_full:
+                    self._offset_index.append(header.last_offset, position)
+                if not self._time_index.is_full:
+                    self._time_index.maybe_append(
+                        self._max_timestamp, self._offset_of_max_timestamp
+                    )
+            except OSError:
+                # Indexes are derived and sparse: an entry the disk refused only makes lookups
+                # scan further. The next log append reports a failing disk.
+                pass
+        self._bytes_since_index_entry += header.size
+
+    # ---- loading and recovery (the loader calls these once, before any other use) ----
+
+    def load(self, now_ms: int) -> None:
+        """Trust the indexes after checks and walk only the headers after the last index entry.
+
+        Raises CorruptIndexError or CorruptRecordError when the files disagree; the loader then
+        recovers the segment instead.
+        """
+        self._offset_index.load(self._log.size)
+        self._time_index.load(self._log.size)
+        self._rescan_tail()
+        time_entry = self._time_index.last_entry()
+        if time_entry is not None and time_entry[1] >= self._next_offset:
+            raise CorruptIndexError(f"{self._paths[2]}: entry past the segment's end")
+        self._set_roll_base(now_ms)
+
+    def _rescan_tail(self) -> None:
+        """Restore the end state from the indexes' last entries and a walk of the headers after
+        the last offset-index entry (at most about index.interval.bytes of them).
+        """
+        self._max_timestamp, self._offset_of_max_timestamp = -1, self.base_offset
+        time_entry = self._time_index.last_entry()
+        if time_entry is not None:
+            self._max_timestamp, self._offset_of_max_timestamp = time_entry
+        position, self._next_offset = 0, self.base_offset
+        last_entry = self._offset_index.last_entry()
+        if last_entry is not None:
+            offset, position = last_entry
+            header = read_header(self._log.read(position, BATCH_HEADER_SIZE))
+            if header.last_offset != offset:
+                raise CorruptIndexError(f"{self._paths[1]}: entry {offset} points at {header}")
+            self._next_offset = header.base_offset
+        for _, header in self._walk_headers(position, self._next_offset):
+            if header.max_timestamp > self._max_timestamp:
+                self._max_timestamp = header.max_timestamp
+                self._offset_of_max_timestamp = header.last_offset
+            self._next_offset = header.next_offset
+        self._bytes_since_index_entry = self._log.size - position
+
+    def _walk_headers(
+        self, position: int, expected_offset: int | None
+    ) -> Iterator[tuple[int, BatchHeader]]:
+        """Headers from `position` (a batch start) to the end of the file, checking that each batch
+        follows the one before (and starts at `expected_offset`, unless that is None).
+        """
+        log_size = self._log.size
+        while position < log_size:
+            header = read_header(self._log.read(position, BATCH_HEADER_SIZE))
+            expected_offset = header.base_offset if expected_offset is None else expected_offset
+            if header.base_offset != expected_offset or position + header.size > log_size:
+                raise CorruptRecordError(
+                    f"{self._paths[0]}: batch at position {position} does not follow on: {header}"
+                )
+            yield position, header
+            position += header.size
+            expected_offset = header.next_offset
+
+    def recover(self, now_ms: int) -> int:
+        """Rebuild the indexes from every valid batch; cut the file at the first bad one.
+
+        Returns the number of bytes cut.
+        """
+        self._offset_index.reset()
+        self._time_index.reset()
+        self._next_offset = self.base_offset
+        self._max_timestamp = -1
+        self._bytes_since_index_entry = 0
+        valid_end = 0
+        for position, header in self._valid_batches():
+            self._track_batch(header, position)
+            self._next_offset = header.next_offset
+            valid_end = position + header.size
+        truncated_bytes = self._log.size - valid_end
+        if truncated_bytes:
+            self._log.truncate(valid_end)
+        self._set_roll_base(now_ms)
+        return truncated_bytes
+
+    def _valid_batches(self) -> Iterator[tuple[int, BatchHeader]]:
+        """Batches from the start that pass validate_batch and follow on; stops at the first not."""
+        log_size = self._log.size
+        position, expected_offset = 0, self.base_offset
+        chunk, chunk_start = b"", 0
+        while position < log_size:
+            if position + BATCH_HEADER_SIZE > chunk_start + len(chunk):
+                chunk, chunk_start = self._log.read(position, LOG_RECOVERY_READ_BYTES), position
+            try:
+                header = read_header(chunk, position - chunk_start)
+            except CorruptRecordError:
+                return
+            end = position + header.size
+            if header.base_offset != expected_offset or end > log_size:
+                return
+            if not self.can_index(header.last_offset):
+                return
+            if end > chunk_start + len(chunk):
+                chunk = self._log.read(position, max(header.size, LOG_RECOVERY_READ_BYTES))
+                chunk_start = position
+            try:
+                validate_batch(chunk, position - chunk_start)
+            except CorruptRecordError:
+                return
+            yield position, header
+            position, expected_offset = end, header.next_offset
+
+    def _set_roll_base(self, now_ms: int) -> None:
+        if self._log.size == 0:
+            self.roll_base_ms = None
+            return
+        first = read_header(self._log.read(0, BATCH_HEADER_SIZE))
+        self.roll_base_ms = min(now_ms, first.max_timestamp) if first.max_timestamp >= 0 else now_ms
+
+    # ---- reading ----
+
+    def read(
+        self, start_offset: int, max_bytes: int, max_offset_exclusive: int, min_one_batch: bool
+    ) -> FileSlice | None:
+        """Whole batches from the one holding `start_offset`, all ending below
+        `max_offset_exclusive`, within `max_bytes` unless `min_one_batch` needs the first whole.
+        """
+        found = self._find_batch(start_offset)
+        if found is None:
+            return None
+        start, first = found
+        if first.last_offset >= max_offset_exclusive:
+            return None
+        log_size = self._log.size
+        if max_offset_exclusive >= self._next_offset and log_size - start <= max_bytes:
+            return FileSlice(self._log, start, log_size - start)  # the rest, no walk needed
+        # Indexed positions are batch starts: jump to the last one that keeps within both limits.
+        jump = self._offset_index.floor_position(start + max_bytes, max_offset_exclusive)
+        end = jump if jump is not None and jump > start else start
+        for position, header in self._walk_headers(end, None):
+            if header.last_offset >= max_offset_exclusive:
+                break
+            if position + header.size - start > max_bytes:
+                break
+            end = position + header.size
+        if end == start and min_one_batch:
+            end = start + first.size  # KIP-74: one batch larger than max_bytes still goes out
+        return FileSlice(self._log, start, end - start) if end > start else None
+
+    def _find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
+        """(position, header) of the first batch whose last offset is >= `offset`."""
+        if offset >= self._next_offset:
+            return None
+        _, indexed_position = self._offset_index.lookup(offset)
+        for position, header in self._walk_headers(indexed_position, None):
+            if header.last_offset >= offset:
+                return position, header
+        return None
+
+    def headers_from(self, offset: int) -> Iterator[BatchHeader]:
+        """Headers of the batch holding `offset` and of every batch after it here."""
+        found = self._find_batch(offset)
+        if found is not None:
+            for _, header in self._walk_headers(found[0], None):
+                yield header
+
+    def find_offset_for_timestamp(
+        self, timestamp: int, start_offset: int
+    ) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after `start_offset` whose timestamp is
+        >= `timestamp`. Decodes only the batches whose largest timestamp qualifies (usually one).
+        """
+        if self._max_timestamp < timestamp:
+            return None
+        search_from = max(self._time_index.lookup(timestamp), start_offset)
+        found = self._find_batch(search_from)
+        if found is None:
+            return None
+        for position, header in self._walk_headers(found[0], None):
+            if header.max_timestamp < timestamp or header.last_offset < start_offset:
+                continue
+            batch = self._log.read(position, header.size)
+            for record in decode_batch(batch):
+                if record.offset >= start_offset and record.timestamp >= timestamp:
+                    return record.offset, record.timestamp
+        return None
+
+    # ---- truncation, flushing, removal ----
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop the batch holding `offset` and all after it; returns the bytes removed."""
+        found = self._find_batch(offset)
+        if found is None:
+            return 0
+        position, _ = found
+        removed_bytes = self._log.size - position
+        self._log.truncate(position)
+        self._offset_index.truncate_to(offset)
+        self._time_index.truncate_to(offset)
+        self._rescan_tail()
+        if self._log.size == 0:
+            self.roll_base_ms = None
+        return removed_bytes
+
+    def flush(self) -> None:
+        """fsync the log and both indexes."""
+        self._log.sync()
+        self._offset_index.sync()
+        self._time_index.sync()
+
+    def delete(self) -> None:
+        """Unlink the files. The log file is not closed: a FileSlice handed to the network may
+        still reference it, and closing would break (or, with a reused fd, corrupt) that send.
+        Dropping the segment drops our reference; the fd closes with the last one.
+        """
+        for path in self._paths:  # the .log first: a crash in between leaves only index orphans
+            if self._fs.exists(path):
+                self._fs.remove(path)
+        self._offset_index.close()
+        self._time_index.close()
+
+    def close(self) -> None:
+        self._log.close()
+        self._offset_index.close()
+        self._time_index.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"LogSegment(base_offset={self.base_offset}, next_offset={self._next_offset}, "
+            f"size={self._log.size})"
+        )

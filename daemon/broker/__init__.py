@@ -1,0 +1,1 @@
+"""rlog.daemon.broker."""

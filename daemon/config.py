@@ -1,0 +1,193 @@
+"""rlog's TOML configuration: what rlogd and every broker read at start.
+
+The file has two tables. `[cluster]` holds rlogd's own settings (how many brokers, ports, the
+restart policy). `[broker]` holds broker settings under Kafka's own `server.properties` names
+(`"log.segment.bytes" = 1073741824`), so a Kafka user can paste what they know. Unknown keys and
+bad values are errors that name the key: a typo must not silently fall back to a default.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from rlog.core import limits
+from rlog.core.storage.config import LogConfig
+
+
+class ConfigError(ValueError):
+    """A config file or flag the user wrote is wrong; the message names the key."""
+
+
+RESTART_POLICIES = ("always", "on-failure", "never")
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    brokers: int = 1
+    base_port: int = 9092
+    restart_policy: str = "on-failure"
+    restart_backoff_ms: int = 500
+    restart_backoff_max_ms: int = 30_000
+    shutdown_timeout_ms: int = 30_000
+
+
+# Broker keys: Kafka's name -> (attribute, type). The log.* keys are the broker-wide defaults of
+# the per-topic configs (log.segment.bytes is the default of a topic's segment.bytes).
+_BROKER_KEYS: dict[str, tuple[str, type]] = {
+    "num.partitions": ("num_partitions", int),
+    "default.replication.factor": ("default_replication_factor", int),
+    "auto.create.topics.enable": ("auto_create_topics_enable", bool),
+    "message.max.bytes": ("message_max_bytes", int),
+    "socket.request.max.bytes": ("socket_request_max_bytes", int),
+    "log.segment.bytes": ("log_segment_bytes", int),
+    "log.roll.ms": ("log_roll_ms", int),
+    "log.index.interval.bytes": ("log_index_interval_bytes", int),
+    "log.index.size.max.bytes": ("log_index_size_max_bytes", int),
+    "log.retention.ms": ("log_retention_ms", int),
+    "log.retention.bytes": ("log_retention_bytes", int),
+    "log.retention.check.interval.ms": ("log_retention_check_interval_ms", int),
+    "log.flush.interval.messages": ("log_flush_interval_messages", int),
+    "log.flush.interval.ms": ("log_flush_interval_ms", int),
+    "log.flush.scheduler.interval.ms": ("log_flush_scheduler_interval_ms", int),
+    "log.flush.offset.checkpoint.interval.ms": ("log_flush_offset_checkpoint_interval_ms", int),
+    "log.message.timestamp.type": ("log_message_timestamp_type", str),
+    "log.cleanup.policy": ("log_cleanup_policy", str),
+}
+
+_NEVER = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class BrokerSettings:
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    auto_create_topics_enable: bool = True
+    message_max_bytes: int = limits.MESSAGE_MAX_BYTES
+    socket_request_max_bytes: int = limits.SOCKET_REQUEST_MAX_BYTES
+    log_segment_bytes: int = limits.LOG_SEGMENT_BYTES_DEFAULT
+    log_roll_ms: int = 7 * 24 * 3600 * 1000
+    log_index_interval_bytes: int = limits.LOG_INDEX_INTERVAL_BYTES_DEFAULT
+    log_index_size_max_bytes: int = limits.LOG_INDEX_SIZE_MAX_BYTES
+    log_retention_ms: int = 7 * 24 * 3600 * 1000
+    log_retention_bytes: int = -1
+    log_retention_check_interval_ms: int = 300_000
+    log_flush_interval_messages: int = _NEVER
+    log_flush_interval_ms: int = _NEVER
+    log_flush_scheduler_interval_ms: int = 1_000
+    log_flush_offset_checkpoint_interval_ms: int = 60_000
+    log_message_timestamp_type: str = "CreateTime"
+    log_cleanup_policy: str = "delete"
+
+    def to_kafka_properties(self) -> dict[str, str]:
+        """These settings under Kafka's names, as DescribeConfigs shows them."""
+        values = {}
+        for key, (attribute, _) in _BROKER_KEYS.items():
+            value = getattr(self, attribute)
+            values[key] = str(value).lower() if isinstance(value, bool) else str(value)
+        return values
+
+    def log_config(self) -> LogConfig:
+        """The default topic config these broker settings imply (Kafka's log.* → topic keys)."""
+        return LogConfig.from_kafka_properties(
+            {
+                "segment.bytes": str(self.log_segment_bytes),
+                "segment.ms": str(self.log_roll_ms),
+                "index.interval.bytes": str(self.log_index_interval_bytes),
+                "segment.index.bytes": str(self.log_index_size_max_bytes),
+                "retention.ms": str(self.log_retention_ms),
+                "retention.bytes": str(self.log_retention_bytes),
+                "flush.messages": str(self.log_flush_interval_messages),
+                "flush.ms": str(self.log_flush_interval_ms),
+                "max.message.bytes": str(self.message_max_bytes),
+                "message.timestamp.type": self.log_message_timestamp_type,
+                "cleanup.policy": self.log_cleanup_policy,
+            }
+        )
+
+
+@dataclass(frozen=True)
+class RlogConfig:
+    cluster: ClusterSettings = field(default_factory=ClusterSettings)
+    broker: BrokerSettings = field(default_factory=BrokerSettings)
+
+
+def _typed(key: str, value: Any, kind: type) -> Any:
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{key}: expected true or false, got {value!r}")
+    if kind is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise ConfigError(f"{key}: expected an integer, got {value!r}")
+    if isinstance(value, str):
+        return value
+    raise ConfigError(f"{key}: expected a string, got {value!r}")
+
+
+def _cluster_settings(table: dict[str, Any]) -> ClusterSettings:
+    known = {f.name: f.type for f in fields(ClusterSettings)}
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        attribute = key.replace("-", "_").replace(".", "_")
+        if attribute not in known:
+            raise ConfigError(f"[cluster] {key}: unknown key (known: {', '.join(sorted(known))})")
+        kind = str if attribute == "restart_policy" else int
+        values[attribute] = _typed(f"[cluster] {key}", value, kind)
+    settings = ClusterSettings(**values)
+    if settings.restart_policy not in RESTART_POLICIES:
+        raise ConfigError(
+            f"[cluster] restart_policy: {settings.restart_policy!r} is not one of "
+            f"{', '.join(RESTART_POLICIES)}"
+        )
+    if not 1 <= settings.brokers <= 64:
+        raise ConfigError(f"[cluster] brokers: {settings.brokers} is not within 1..64")
+    if not 1 <= settings.base_port <= 65535 - settings.brokers:
+        raise ConfigError(f"[cluster] base_port: {settings.base_port} is not a usable port")
+    return settings
+
+
+def broker_settings(table: dict[str, Any]) -> BrokerSettings:
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        if key not in _BROKER_KEYS:
+            raise ConfigError(f"[broker] {key}: unknown key")
+        attribute, kind = _BROKER_KEYS[key]
+        values[attribute] = _typed(f"[broker] {key}", value, kind)
+    settings = BrokerSettings(**values)
+    try:
+        settings.log_config()
+    except ValueError as error:
+        raise ConfigError(f"[broker] {error}") from None
+    if settings.num_partitions < 1:
+        raise ConfigError("[broker] num.partitions: must be at least 1")
+    if settings.socket_request_max_bytes <= settings.message_max_bytes:
+        raise ConfigError("[broker] socket.request.max.bytes: must exceed message.max.bytes")
+    return settings
+
+
+def parse_config(text: str, source: str = "<config>") -> RlogConfig:
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{source}: not valid TOML: {error}") from None
+    unknown = set(document) - {"cluster", "broker"}
+    if unknown:
+        raise ConfigError(f"{source}: unknown table(s) {', '.join(sorted(unknown))}")
+    return RlogConfig(
+        cluster=_cluster_settings(document.get("cluster", {})),
+        broker=broker_settings(document.get("broker", {})),
+    )
+
+
+def load_config(path: Path | None) -> RlogConfig:
+    if path is None:
+        return RlogConfig()
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise ConfigError(f"cannot read config {path}: {error.strerror}") from None
+    return parse_config(text, str(path))

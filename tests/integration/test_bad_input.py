@@ -1,0 +1,122 @@
+"""Malformed frames from a raw socket do not take the broker down or disturb other clients."""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+import pytest
+
+from rlog.core.protocol.connection import NEED_DATA, ClientConnection
+from rlog.core.records import build_batch
+from support import clients
+from support.clients import Message
+
+pytestmark = pytest.mark.integration
+
+
+def exchange(address: tuple[str, int], frame: bytes, *, expect_reply: bool) -> bytes | None:
+    """Send raw bytes; return the reply bytes, or None if the broker closed the connection."""
+    with socket.create_connection(address, timeout=5) as raw:
+        raw.sendall(frame)
+        if not expect_reply:
+            raw.shutdown(socket.SHUT_WR)
+        data = b""
+        try:
+            while True:
+                chunk = raw.recv(65536)
+                if not chunk:
+                    return data or None
+                data += chunk
+                if len(data) >= 4 and len(data) >= 4 + struct.unpack(">i", data[:4])[0]:
+                    return data
+        except TimeoutError:
+            return data or None
+
+
+def request(connection: ClientConnection, address, api_key: int, version: int, body: dict):
+    with socket.create_connection(address, timeout=5) as raw:
+        raw.sendall(connection.send_request(api_key, version, body))
+        while True:
+            event = connection.next_event()
+            if event is not NEED_DATA:
+                return event
+            chunk = raw.recv(65536)
+            assert chunk, "the broker closed the connection instead of answering"
+            connection.receive_data(chunk)
+
+
+def framed(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+def header(api_key: int, version: int, correlation_id: int = 7) -> bytes:
+    client_id = b"raw"
+    return struct.pack(">hhih", api_key, version, correlation_id, len(client_id)) + client_id
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        pytest.param(struct.pack(">i", -5), id="negative-size"),
+        pytest.param(struct.pack(">i", 2**31 - 1) + b"x" * 100, id="oversized-size-prefix"),
+        pytest.param(struct.pack(">i", 3) + b"abc", id="frame-shorter-than-a-header"),
+        pytest.param(struct.pack(">i", 200) + header(18, 0)[:6], id="truncated-frame-then-eof"),
+        pytest.param(framed(header(999, 0)), id="unknown-api-key"),
+        pytest.param(framed(header(3, 1) + b"\xff\xff\xff"), id="metadata-body-garbage"),
+        pytest.param(framed(header(3, 99)), id="unsupported-metadata-version"),
+    ],
+)
+def test_malformed_frame_closes_only_that_connection(cluster, frame: bytes) -> None:
+    address = ("127.0.0.1", cluster.base_port)
+    pid = cluster.broker_pid(1)
+    assert exchange(address, frame, expect_reply=False) is None
+    # The broker still serves everyone else, in the same process.
+    clients.create_topic(cluster.bootstrap, "after-garbage")
+    sent = [Message(b"k", b"v", (), 0, -1)]
+    clients.confluent_produce(cluster.bootstrap, "after-garbage", sent)
+    assert [
+        m.value for m in clients.confluent_consume(cluster.bootstrap, "after-garbage", [0], 1)
+    ] == [b"v"]
+    assert cluster.broker_pid(1) == pid
+
+
+def test_api_versions_above_the_supported_range_gets_error_35(cluster) -> None:
+    reply = exchange(
+        ("127.0.0.1", cluster.base_port),
+        framed(header(18, 77) + b"\x00\x00"),
+        expect_reply=True,
+    )
+    assert reply is not None
+    _size, correlation_id, error_code = struct.unpack(">iih", reply[:10])
+    assert correlation_id == 7
+    assert error_code == 35  # UNSUPPORTED_VERSION, with a v0 body listing ApiVersions' range
+    (count,) = struct.unpack(">i", reply[10:14])
+    assert count == 1
+    assert struct.unpack(">h", reply[14:16])[0] == 18
+
+
+def test_corrupt_crc_is_refused_and_nothing_is_written(cluster) -> None:
+    address = ("127.0.0.1", cluster.base_port)
+    clients.create_topic(cluster.bootstrap, "crc")
+    batch = bytearray(build_batch([(b"k", b"good", [])]))
+    good = bytes(batch)
+    batch[-1] ^= 0xFF  # flip a bit in the record bytes the CRC covers
+    connection = ClientConnection()
+
+    def produce(records: bytes) -> dict:
+        body = {
+            "transactional_id": None, "acks": 1, "timeout_ms": 5000,
+            "topic_data": [{"name": "crc", "partition_data": [{"index": 0, "records": records}]}],
+        }  # fmt: skip
+        response = request(connection, address, 0, 8, body)
+        return response.body["responses"][0]["partition_responses"][0]
+
+    refused = produce(bytes(batch))
+    assert refused["error_code"] == 2  # CORRUPT_MESSAGE
+    accepted = produce(good)
+    assert accepted["error_code"] == 0
+    assert accepted["base_offset"] == 0  # the corrupt batch took no offset
+    assert [m.value for m in clients.confluent_consume(cluster.bootstrap, "crc", [0], 1)] == [
+        b"good"
+    ]

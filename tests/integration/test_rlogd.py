@@ -1,0 +1,116 @@
+"""rlogd supervises its brokers: restarts by policy, clean stop, clear errors on bad start-up."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from support import clients
+from support.clients import Message
+from support.cluster import free_base_port
+
+pytestmark = pytest.mark.integration
+
+
+def run_rlogd(*args: str, timeout_s: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "rlog.daemon.rlogd", *args],
+        capture_output=True, text=True, timeout=timeout_s,
+    )  # fmt: skip
+
+
+def test_brokers_listen_on_consecutive_ports_and_have_their_own_dirs(cluster_factory) -> None:
+    cluster = cluster_factory(brokers=3)
+    brokers = cluster.status()["brokers"]
+    assert [b["name"] for b in brokers] == ["broker-1", "broker-2", "broker-3"]
+    assert [b["port"] for b in brokers] == [cluster.base_port + i for i in range(3)]
+    for broker in brokers:
+        with socket.create_connection(("127.0.0.1", broker["port"]), timeout=5):
+            pass
+        assert Path(broker["data_dir"]).is_dir()
+
+
+def test_a_killed_broker_is_restarted_and_keeps_its_data(cluster_factory) -> None:
+    cluster = cluster_factory(config_text="[cluster]\nrestart_backoff_ms = 100\n")
+    clients.create_topic(cluster.bootstrap, "kept")
+    clients.confluent_produce(cluster.bootstrap, "kept", [Message(b"k", b"before", (), 0, -1)])
+    victim = cluster.broker_pid(1)
+    os.kill(victim, signal.SIGKILL)
+    cluster.wait_until_running(not_pid=victim)
+    assert cluster.status()["brokers"][0]["restarts"] == 1
+    read = clients.confluent_consume(cluster.bootstrap, "kept", [0], 1)
+    assert [m.value for m in read] == [b"before"]
+
+
+def test_never_policy_leaves_a_dead_broker_down(cluster_factory) -> None:
+    cluster = cluster_factory(config_text='[cluster]\nrestart_policy = "never"\n')
+    victim = cluster.broker_pid(1)
+    os.kill(victim, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while cluster.process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    # With every broker gone for good, rlogd has nothing left to supervise and says so.
+    assert cluster.process.returncode not in (None, 0)
+
+
+def test_sigterm_stops_brokers_cleanly_with_checkpoints_written(cluster_factory) -> None:
+    cluster = cluster_factory()
+    clients.create_topic(cluster.bootstrap, "clean")
+    sent = [Message(None, f"{i}".encode(), (), 0, -1) for i in range(50)]
+    clients.confluent_produce(cluster.bootstrap, "clean", sent)
+    broker_pid = cluster.broker_pid(1)
+    assert cluster.stop() == 0
+    with pytest.raises(ProcessLookupError):
+        os.kill(broker_pid, 0)
+    assert not (cluster.data_dir / "rlogd.json").exists()
+    checkpoint = (cluster.data_dir / "broker-1" / "recovery-point-offset-checkpoint").read_text()
+    assert "clean 0 50" in checkpoint.splitlines()
+    log_text = (cluster.data_dir / "logs" / "broker-1.log").read_text()
+    assert "stopped cleanly" in log_text
+
+
+def test_port_in_use_is_one_clear_line_and_no_restart_loop(tmp_path: Path) -> None:
+    base_port = free_base_port(1)
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", base_port))
+        squatter.listen()
+        result = run_rlogd("--data-dir", str(tmp_path), "--base-port", str(base_port))
+    assert result.returncode != 0
+    broker_log = (tmp_path / "logs" / "broker-1.log").read_text()
+    assert f"cannot listen on 127.0.0.1:{base_port}" in broker_log
+    assert "Traceback" not in broker_log + result.stderr
+    assert "not restarting" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("config_text", "expected"),
+    [
+        ("[cluster]\nbrokers = 0\n", "brokers"),
+        ('[broker]\n"log.segment.bytes" = "big"\n', "log.segment.bytes"),
+        ('[broker]\n"no.such.key" = 1\n', "no.such.key"),
+        ("[cluster\n", "not valid TOML"),
+    ],
+)
+def test_invalid_config_is_refused_with_the_key_named(
+    tmp_path: Path, config_text, expected
+) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text(config_text)
+    result = run_rlogd("--data-dir", str(tmp_path / "data"), "--config", str(config))
+    assert result.returncode != 0
+    assert expected in result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_second_rlogd_on_the_same_data_dir_is_refused(cluster) -> None:
+    result = run_rlogd("--data-dir", str(cluster.data_dir), "--base-port", str(free_base_port(1)))
+    assert result.returncode != 0
+    assert "already running" in result.stderr

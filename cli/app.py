@@ -1,0 +1,168 @@
+"""The ``rlog`` command: the root options, the command tree, and the one place errors print.
+
+Commands live one group per module (cluster, topic, produce, consume, bench) and stay thin.
+``main`` runs click in non-standalone mode so that every failure, including click's own usage
+errors, comes out as a single ``rlog: error: ...`` line with an :class:`ExitCode`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+try:  # typer >= 0.20 ships its own copy of click; older ones use click itself
+    from typer._click import exceptions as click_errors
+except ImportError:  # pragma: no cover - depends on the installed typer
+    from click import exceptions as click_errors  # type: ignore[no-redef]
+
+from rlog import __version__
+from rlog.cli import bench, cluster, consume, produce, topic
+from rlog.cli.discovery import ENV_BOOTSTRAP, ENV_DATA_DIR, Settings, default_data_dir
+from rlog.cli.terminal import CliError, ColorMode, ExitCode, Terminal, one_line
+
+app = typer.Typer(
+    name="rlog",
+    help="Run and use a local rlog cluster: a Kafka-compatible log broker.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.add_typer(cluster.app, name="cluster")
+app.add_typer(topic.app, name="topic")
+app.command("produce", no_args_is_help=True)(produce.produce)
+app.command("consume", no_args_is_help=True)(consume.consume)
+app.add_typer(bench.app, name="bench")
+
+
+_ERROR_TERMINAL: list[Terminal] = []  # the root callback's terminal, once it has run
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"rlog {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    bootstrap: Annotated[
+        str | None,
+        typer.Option(
+            "--bootstrap",
+            "-b",
+            envvar=list(ENV_BOOTSTRAP),
+            help="Broker addresses host:port,... [env: RLOG_BOOTSTRAP or RLOG_BROKERS; "
+            "default: the running cluster in --data-dir]",
+            show_default=False,
+            show_envvar=False,
+        ),
+    ] = None,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--data-dir",
+            envvar=ENV_DATA_DIR,
+            help="Cluster data directory [env: RLOG_DATA_DIR; "
+            "default: $XDG_DATA_HOME/rlog or ~/.local/share/rlog]",
+            show_default=False,
+            show_envvar=False,
+            file_okay=False,
+        ),
+    ] = None,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            "--timeout",
+            envvar="RLOG_TIMEOUT",
+            min=0.1,
+            help="Seconds to wait for the cluster's answers [env: RLOG_TIMEOUT]",
+            show_envvar=False,
+        ),
+    ] = 10.0,
+    color: Annotated[
+        ColorMode,
+        typer.Option(
+            "--color",
+            envvar="RLOG_COLOR",
+            help="Colour output: auto (only on a TTY, off with NO_COLOR), always, never "
+            "[env: RLOG_COLOR]",
+            show_envvar=False,
+            case_sensitive=False,
+        ),
+    ] = ColorMode.AUTO,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            envvar="RLOG_VERBOSE",
+            help="Show librdkafka's log lines on stderr [env: RLOG_VERBOSE]",
+            show_envvar=False,
+        ),
+    ] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Run and use a local rlog cluster: a Kafka-compatible log broker."""
+    terminal = Terminal(color=color)
+    _ERROR_TERMINAL[:] = [terminal]  # so main() prints errors honouring --color too
+    ctx.obj = Settings(
+        terminal=terminal,
+        bootstrap=bootstrap or None,
+        data_dir=(data_dir or default_data_dir()).expanduser(),
+        timeout_s=timeout,
+        verbose=verbose,
+    )
+
+
+def _usage_line(error: click_errors.UsageError) -> str:
+    where = error.ctx.command_path if error.ctx is not None else "rlog"
+    return f"{one_line(error.format_message())} (see '{where} --help')"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console-script entry point: run the command, print any error as one line, exit."""
+    args = bench.expand_multi_value_flags(list(sys.argv[1:] if argv is None else argv))
+    terminal = Terminal(color=ColorMode(os.environ.get("RLOG_COLOR", "auto").lower()))
+    command = typer.main.get_command(app)
+    try:
+        result = command.main(args=args, prog_name="rlog", standalone_mode=False)
+    except CliError as error:
+        terminal = _ERROR_TERMINAL[0] if _ERROR_TERMINAL else terminal
+        terminal.error(error.message, error.details)
+        return int(error.code)
+    except click_errors.NoArgsIsHelpError as error:
+        terminal.line(error.ctx.get_help() if error.ctx is not None else "")
+        return int(ExitCode.USAGE)
+    except click_errors.UsageError as error:
+        terminal.error(_usage_line(error))
+        return int(ExitCode.USAGE)
+    except click_errors.ClickException as error:
+        terminal.error(error.format_message())
+        return int(error.exit_code)
+    except typer.Abort:
+        return int(ExitCode.INTERRUPTED)
+    except KeyboardInterrupt:
+        return int(ExitCode.INTERRUPTED)
+    except BrokenPipeError:
+        # The reader went away (`rlog consume t | head`): not an error; silence the final flush.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return int(ExitCode.OK)
+    return int(result) if isinstance(result, int) else int(ExitCode.OK)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,448 @@
+"""``rlog cluster up|status|down|purge``: a local cluster, like ``rpk container`` without Docker.
+
+``up`` starts rlogd detached (its own session, output to ``DATA_DIR/rlogd.log``) and returns
+once every broker answers ApiVersions. ``down`` signals the rlogd recorded in
+``DATA_DIR/rlogd.json`` and only ever kills a process whose command line shows it is the rlogd
+of that data dir.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import psutil
+import typer
+
+from rlog.cli.discovery import (
+    LAUNCH_FILE,
+    LOG_FILE,
+    STATE_FILE,
+    ClusterState,
+    DataDirOption,
+    Settings,
+    bootstrap_of,
+    broker_answers,
+    is_rlogd_of,
+    not_running_error,
+    read_json,
+    running_cluster,
+    settings_of,
+)
+from rlog.cli.terminal import CliError, ExitCode, Terminal
+
+app = typer.Typer(help="Start, inspect, stop and remove a local cluster.", no_args_is_help=True)
+
+DEFAULT_BASE_PORT = 9092
+STOP_GRACE_S = 20.0
+LOG_TAIL_LINES = 20
+GAVE_UP = {"failed", "stopped"}  # broker states rlogd does not restart from
+STATE_COLORS = {"running": "green", "yes": "green", "no": "red", "stopped": "red", "failed": "red"}
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    brokers: int
+    base_port: int
+    config: Path | None
+
+
+def _plan(
+    data_dir: Path, brokers: int | None, base_port: int | None, config: Path | None
+) -> LaunchPlan:
+    """Flags first, then the data dir's last launch (cluster.json), then defaults."""
+    previous = read_json(data_dir / LAUNCH_FILE) or {}
+    previous_config = previous.get("config")
+    return LaunchPlan(
+        brokers=brokers or int(previous.get("brokers") or 1),
+        base_port=base_port or int(previous.get("base_port") or DEFAULT_BASE_PORT),
+        config=config or (Path(previous_config) if previous_config else None),
+    )
+
+
+def _port_in_use(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
+def _log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return []
+    return [f"  | {line}" for line in text.splitlines()[-lines:]]
+
+
+def _failure_details(data_dir: Path, state: ClusterState | None) -> list[str]:
+    """The tail of rlogd's log, then of each broker's log that does not answer."""
+    details = [f"last lines of {data_dir / LOG_FILE}:", *_log_tail(data_dir / LOG_FILE)]
+    for broker in state.brokers if state is not None else ():
+        if broker.log and not broker_answers(broker.host, broker.port, timeout_s=0.2):
+            tail = _log_tail(Path(broker.log), LOG_TAIL_LINES // 2)
+            details += [f"last lines of {broker.log}:", *tail] if tail else []
+    return details
+
+
+def _broker_rows(state: ClusterState, answers: Sequence[bool] | None = None) -> list[list[str]]:
+    rows = []
+    for i, broker in enumerate(state.brokers):
+        row = [str(broker.id), broker.state, broker.address]
+        if answers is not None:
+            row = [
+                str(broker.id),
+                broker.name,
+                broker.state,
+                str(broker.pid) if broker.pid else "-",
+                broker.address,
+                "yes" if answers[i] else "no",
+            ]
+        rows.append(row)
+    return rows
+
+
+def _print_ready(terminal: Terminal, state: ClusterState, data_dir: Path, json_out: bool) -> None:
+    bootstrap = bootstrap_of(state)
+    if json_out:
+        terminal.json(
+            {
+                "data_dir": str(data_dir),
+                "rlogd_pid": state.pid,
+                "bootstrap": bootstrap,
+                "brokers": [
+                    {"id": b.id, "name": b.name, "state": b.state, "address": b.address}
+                    for b in state.brokers
+                ],
+            }
+        )
+        return
+    terminal.table(["NODE-ID", "STATUS", "KAFKA-ADDRESS"], _broker_rows(state), colors=STATE_COLORS)
+    terminal.line()
+    terminal.line("Set RLOG_BOOTSTRAP to use it from other shells:")
+    terminal.line()
+    terminal.line(f"  export RLOG_BOOTSTRAP={bootstrap}")
+
+
+def _spawn_rlogd(data_dir: Path, plan: LaunchPlan) -> subprocess.Popen[bytes]:
+    command = [
+        sys.executable,
+        "-m",
+        "rlog.daemon.rlogd",
+        "--brokers",
+        str(plan.brokers),
+        "--data-dir",
+        str(data_dir),
+        "--base-port",
+        str(plan.base_port),
+    ]
+    if plan.config is not None:
+        command += ["--config", str(plan.config)]
+    with open(data_dir / LOG_FILE, "ab") as log:
+        log.write(f"--- rlog cluster up: {' '.join(command)}\n".encode())
+        log.flush()
+        return subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # survives this shell; its own process group for `down`
+            close_fds=True,
+        )
+
+
+def _wait_ready(
+    process: subprocess.Popen[bytes], data_dir: Path, plan: LaunchPlan, timeout_s: float
+) -> ClusterState:
+    deadline = time.monotonic() + timeout_s
+    seen: ClusterState | None = None
+    while True:
+        code = process.poll()
+        if code is not None:
+            raise CliError(
+                f"rlogd exited with code {code} while starting",
+                ExitCode.FAILURE,
+                details=_failure_details(data_dir, seen),
+            )
+        state = running_cluster(data_dir)
+        seen = state or seen
+        given_up = [b.name for b in state.brokers if b.state in GAVE_UP] if state else []
+        if given_up:  # rlogd will not restart them (restart policy): no point waiting
+            details = _failure_details(data_dir, state)
+            _terminate_group(process.pid)
+            raise CliError(
+                f"{', '.join(given_up)} could not start, so rlogd (pid {process.pid}) was stopped",
+                ExitCode.FAILURE,
+                details=details,
+            )
+        if (
+            state is not None
+            and state.pid == process.pid
+            and len(state.brokers) == plan.brokers
+            and all(b.state == "running" for b in state.brokers)
+            and all(broker_answers(b.host, b.port, timeout_s=0.5) for b in state.brokers)
+        ):
+            return state
+        if time.monotonic() >= deadline:
+            details = _failure_details(data_dir, seen)
+            _terminate_group(process.pid)
+            raise CliError(
+                f"the cluster did not answer within {timeout_s:g} s, so rlogd (pid "
+                f"{process.pid}) was stopped",
+                ExitCode.TIMEOUT,
+                details=details,
+            )
+        time.sleep(0.1)
+
+
+def _terminate_group(pid: int) -> None:
+    """Stop a process group we created ourselves (SIGTERM, then SIGKILL)."""
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except OSError:
+        return
+    try:
+        psutil.Process(pid).wait(timeout=STOP_GRACE_S)
+    except psutil.TimeoutExpired:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            return
+    except psutil.Error:
+        return
+
+
+@app.command(no_args_is_help=False)
+def up(
+    ctx: typer.Context,
+    brokers: Annotated[
+        int | None,
+        typer.Option(
+            "--brokers",
+            "-n",
+            min=1,
+            max=64,
+            help="Number of brokers [default: as last started in this data dir, else 1]",
+            show_default=False,
+        ),
+    ] = None,
+    base_port: Annotated[
+        int | None,
+        typer.Option(
+            "--base-port",
+            min=1,
+            max=65535,
+            help="Port of broker-1; broker-i listens on BASE+i-1 "
+            f"[default: as last started, else {DEFAULT_BASE_PORT}]",
+            show_default=False,
+        ),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            exists=True,
+            dir_okay=False,
+            resolve_path=True,
+            help="rlogd TOML config file",
+            show_default=False,
+        ),
+    ] = None,
+    wait: Annotated[
+        float,
+        typer.Option("--wait", min=1.0, help="Seconds to wait for every broker to answer"),
+    ] = 30.0,
+    data_dir: DataDirOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Start a local cluster (rlogd in the background) and wait until every broker answers."""
+    settings = settings_of(ctx).override(data_dir=data_dir)
+    terminal = settings.terminal
+    data_dir = settings.data_dir.resolve()
+    running = running_cluster(data_dir)
+    if running is not None:
+        _already_up(terminal, running, data_dir, brokers, base_port, json_out)
+        return
+    data_dir.mkdir(parents=True, exist_ok=True)
+    plan = _plan(data_dir, brokers, base_port, config)
+    busy = [plan.base_port + i for i in range(plan.brokers) if _port_in_use(plan.base_port + i)]
+    if busy:
+        raise CliError(
+            f"port {busy[0]} (broker-{busy[0] - plan.base_port + 1}) is already in use; "
+            "choose another --base-port",
+            ExitCode.FAILURE,
+        )
+    terminal.note(
+        f"Starting {plan.brokers} broker(s) in {data_dir} (log: {data_dir / LOG_FILE})..."
+    )
+    process = _spawn_rlogd(data_dir, plan)
+    state = _wait_ready(process, data_dir, plan, wait)
+    _print_ready(terminal, state, data_dir, json_out)
+
+
+def _already_up(
+    terminal: Terminal,
+    state: ClusterState,
+    data_dir: Path,
+    brokers: int | None,
+    base_port: int | None,
+    json_out: bool,
+) -> None:
+    first_port = min(b.port for b in state.brokers) if state.brokers else None
+    if (brokers is not None and brokers != len(state.brokers)) or (
+        base_port is not None and base_port != first_port
+    ):
+        raise CliError(
+            f"a cluster of {len(state.brokers)} broker(s) on base port {first_port} is already "
+            f"running in {data_dir}; stop it first with: rlog cluster down --data-dir {data_dir}",
+            ExitCode.FAILURE,
+        )
+    terminal.note(f"The cluster in {data_dir} is already running (rlogd pid {state.pid}).")
+    _print_ready(terminal, state, data_dir, json_out)
+
+
+@app.command()
+def status(
+    ctx: typer.Context, data_dir: DataDirOption = None, json_out: JsonOption = False
+) -> None:
+    """Show each broker: state, pid, address and whether it answers."""
+    settings = settings_of(ctx).override(data_dir=data_dir)
+    data_dir = settings.data_dir
+    state = running_cluster(data_dir)
+    if state is None:
+        raise not_running_error(data_dir)
+    answers = [
+        broker_answers(b.host, b.port, timeout_s=min(settings.timeout_s, 2.0))
+        for b in state.brokers
+    ]
+    terminal = settings.terminal
+    if json_out:
+        terminal.json(
+            {
+                "data_dir": str(data_dir),
+                "rlogd_pid": state.pid,
+                "started_at_ms": state.started_at_ms,
+                "config": state.config,
+                "bootstrap": bootstrap_of(state),
+                "brokers": [
+                    {
+                        "id": b.id,
+                        "name": b.name,
+                        "state": b.state,
+                        "pid": b.pid,
+                        "address": b.address,
+                        "answers": answers[i],
+                    }
+                    for i, b in enumerate(state.brokers)
+                ],
+            }
+        )
+    else:
+        terminal.line(f"rlogd pid {state.pid}, data dir {data_dir}")
+        terminal.table(
+            ["NODE-ID", "NAME", "STATE", "PID", "KAFKA-ADDRESS", "ANSWERS"],
+            _broker_rows(state, answers),
+            colors=STATE_COLORS,
+        )
+    if not all(answers):
+        raise typer.Exit(int(ExitCode.DEGRADED))
+
+
+def _stop(settings: Settings, data_dir: Path) -> bool:
+    """Stop the data dir's rlogd; False when none was running."""
+    state = running_cluster(data_dir)
+    if state is None:
+        return False
+    terminal = settings.terminal
+    pid = state.pid
+    terminal.note(f"Stopping rlogd (pid {pid}) in {data_dir}...")
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return True
+    if _wait_gone(pid, STOP_GRACE_S):
+        return True
+    # Still there after the grace period: kill its process group, but only if the pid still is
+    # the rlogd of this data dir (not a reused pid) and leads the group `cluster up` made for it.
+    if is_rlogd_of(pid, data_dir):
+        terminal.warn(f"rlogd (pid {pid}) did not stop within {STOP_GRACE_S:g} s; killing it")
+        try:
+            if os.getpgid(pid) == pid:
+                os.killpg(pid, signal.SIGKILL)
+            else:
+                os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        _wait_gone(pid, 5.0)
+    for broker in state.brokers:  # brokers orphaned by a killed rlogd
+        if broker.pid and _is_broker_of(broker.pid, data_dir):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(broker.pid, signal.SIGKILL)
+    (data_dir / STATE_FILE).unlink(missing_ok=True)  # rlogd could not remove it itself
+    return True
+
+
+def _is_broker_of(pid: int, data_dir: Path) -> bool:
+    try:
+        argv = psutil.Process(pid).cmdline()
+    except psutil.Error:
+        return False
+    target = str(data_dir.resolve())
+    return any(target in arg for arg in argv)
+
+
+def _wait_gone(pid: int, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.Error:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@app.command()
+def down(ctx: typer.Context, data_dir: DataDirOption = None) -> None:
+    """Stop the cluster: SIGTERM to rlogd, then SIGKILL after a grace period."""
+    settings = settings_of(ctx).override(data_dir=data_dir)
+    data_dir = settings.data_dir.resolve()
+    if _stop(settings, data_dir):
+        settings.terminal.note(f"Stopped the cluster in {data_dir}.")
+    else:
+        settings.terminal.note(f"The cluster in {data_dir} is not running; nothing to stop.")
+
+
+@app.command()
+def purge(ctx: typer.Context, data_dir: DataDirOption = None) -> None:
+    """Stop the cluster if it runs, then delete its data directory."""
+    settings = settings_of(ctx).override(data_dir=data_dir)
+    data_dir = settings.data_dir.resolve()
+    if not data_dir.exists():
+        settings.terminal.note(f"{data_dir} does not exist; nothing to purge.")
+        return
+    looks_like_ours = (data_dir / LAUNCH_FILE).exists() or (data_dir / LOG_FILE).exists()
+    if not looks_like_ours and any(data_dir.iterdir()):
+        raise CliError(
+            f"{data_dir} does not look like an rlog data dir (no {LAUNCH_FILE}); not removing it",
+            ExitCode.FAILURE,
+        )
+    _stop(settings, data_dir)
+    shutil.rmtree(data_dir)
+    settings.terminal.note(f"Removed {data_dir}.")

@@ -1,0 +1,443 @@
+r"""``rlog consume TOPIC``: print records as kcat -C / rpk topic consume do.
+
+Partitions are *assigned* (no consumer group: the broker has no group APIs yet and nothing is
+committed). confluent-kafka refuses to build a consumer without ``group.id``, so one is set
+(``rlog-cli``) but never used: with ``assign()``, explicit start offsets and
+``enable.auto.commit=false`` the client sends no group request at all.
+
+Offsets follow rpk's ``-o`` (``start|end|N|+N|-N|a:b|:end|@ts|@t1:t2``) with kcat's aliases;
+``--format`` takes rpk/kcat tokens (``%t %p %o %k %v %s %T %d %h %e %K %S %%``, ``\t \n``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import typer
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
+
+from rlog.cli.discovery import (
+    BootstrapOption,
+    DataDirOption,
+    Settings,
+    check_reachable,
+    client_config,
+    close_quietly,
+    kafka_error,
+    resolve_bootstrap,
+    settings_of,
+    topic_partitions,
+)
+from rlog.cli.produce import unescape
+from rlog.cli.terminal import CliError, ExitCode, Terminal, parse_properties
+
+GROUP_ID = "rlog-cli"  # required by confluent-kafka's Consumer; unused with assign()
+BATCH_MESSAGES = 1000  # records taken from librdkafka per consume() call
+POLL_TIMEOUT_S = 0.2  # how long one consume() may block: bounds Ctrl-C latency
+
+# -- offsets ----------------------------------------------------------------------------
+
+_START_WORDS = {"start", "oldest", "beginning", "earliest"}
+_END_WORDS = {"end", "newest", "latest"}
+_DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+@dataclass(frozen=True)
+class Bound:
+    """One side of an offset range: kind is start|end|exact|after_start|before_end|timestamp."""
+
+    kind: str
+    value: int = 0
+
+
+@dataclass(frozen=True)
+class OffsetRange:
+    start: Bound
+    stop: Bound | None  # None: keep consuming; else stop before this offset
+
+
+def _timestamp_ms(text: str, now_ms: int) -> int:
+    """Unix milliseconds, or rpk-style relative ``-5m`` / ``-1h`` / ``-30s`` before now."""
+    if re.fullmatch(r"\d+", text):
+        return int(text)
+    match = re.fullmatch(r"-(\d+)(ms|s|m|h|d)", text)
+    if match:
+        return now_ms - int(match.group(1)) * _DURATION_MS[match.group(2)]
+    raise ValueError(f"bad timestamp {text!r} (unix ms, or -N followed by ms|s|m|h|d)")
+
+
+def _start_bound(text: str) -> Bound:
+    word = text.lower()
+    if word in _START_WORDS or word == "":
+        return Bound("start")
+    if word in _END_WORDS:
+        return Bound("end")
+    if re.fullmatch(r"\+\d+", text):
+        return Bound("after_start", int(text[1:]))
+    if re.fullmatch(r"-\d+", text):
+        return Bound("before_end", int(text[1:]))
+    if text.isdigit():
+        return Bound("exact", int(text))
+    raise ValueError(f"bad offset {text!r}")
+
+
+def parse_offset(text: str, now_ms: int | None = None) -> OffsetRange:
+    """rpk's ``-o`` grammar, plus kcat's ``beginning`` and ``end``."""
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    text = text.strip()
+    if text.lower() == "stored":
+        raise ValueError("'stored' offsets need consumer groups, which rlog does not support yet")
+    if text.startswith("@"):
+        left, sep, right = text[1:].partition(":")
+        start = Bound("timestamp", _timestamp_ms(left, now)) if left else Bound("start")
+        stop = Bound("timestamp", _timestamp_ms(right, now)) if sep and right else None
+        return OffsetRange(start, stop)
+    left, sep, right = text.partition(":")
+    if left.startswith("-") and sep:  # "-N:..." is ambiguous with a range; rpk rejects it too
+        raise ValueError(f"bad offset {text!r}")
+    start = _start_bound(left)
+    if not sep or right == "":
+        return OffsetRange(start, None)
+    if right.lower() in _END_WORDS:
+        return OffsetRange(start, Bound("end"))
+    if right.isdigit():
+        return OffsetRange(start, Bound("exact", int(right)))
+    raise ValueError(f"bad offset {text!r}")
+
+
+@dataclass
+class Assignment:
+    partition: int
+    start: int  # an offset, or OFFSET_BEGINNING / OFFSET_END
+    stop: int | None  # exclusive; None = unbounded
+
+
+def _plan(
+    consumer: Consumer, topic: str, partitions: Sequence[int], spec: OffsetRange, timeout_s: float
+) -> list[Assignment]:
+    """Turn the offset spec into a start (and stop) offset for each partition."""
+    needs_marks = spec.start.kind in {"after_start", "before_end"} or (
+        spec.stop is not None and spec.stop.kind in {"end", "timestamp"}
+    )
+    marks = {}
+    if needs_marks:
+        for p in partitions:
+            marks[p] = consumer.get_watermark_offsets(
+                TopicPartition(topic, p), timeout=timeout_s, cached=False
+            )
+    by_time: dict[int, dict[int, int]] = {}
+    for bound in (spec.start, spec.stop):
+        if bound is not None and bound.kind == "timestamp" and bound.value not in by_time:
+            query = [TopicPartition(topic, p, bound.value) for p in partitions]
+            found = consumer.offsets_for_times(query, timeout=timeout_s)
+            by_time[bound.value] = {tp.partition: tp.offset for tp in found}
+
+    def resolve(bound: Bound, p: int) -> int:
+        if bound.kind == "start":
+            return OFFSET_BEGINNING
+        if bound.kind == "end":
+            return marks[p][1] if p in marks else OFFSET_END
+        if bound.kind == "exact":
+            return bound.value
+        if bound.kind == "after_start":
+            return marks[p][0] + bound.value
+        if bound.kind == "before_end":
+            return max(marks[p][0], marks[p][1] - bound.value)
+        offset = by_time[bound.value][p]
+        if offset >= 0:
+            return offset
+        # No record at or after the timestamp: start at the end; stop at the current end.
+        return marks[p][1] if p in marks else OFFSET_END
+
+    return [
+        Assignment(
+            p, resolve(spec.start, p), resolve(spec.stop, p) if spec.stop is not None else None
+        )
+        for p in partitions
+    ]
+
+
+# -- output formats ---------------------------------------------------------------------
+
+_TOKEN = re.compile(r"%[tpokvsTdheKS%]")
+Render = Callable[[Message], bytes]
+
+
+def _text(value: Any) -> bytes:
+    return str(value).encode()
+
+
+def _headers(message: Message) -> bytes:
+    pairs = message.headers() or []
+    return b",".join(k.encode() + b"=" + (v if v is not None else b"") for k, v in pairs)
+
+
+_RENDERERS: dict[str, Render] = {
+    "%t": lambda m: m.topic().encode(),
+    "%p": lambda m: _text(m.partition()),
+    "%o": lambda m: _text(m.offset()),
+    "%k": lambda m: m.key() or b"",
+    "%v": lambda m: m.value() or b"",
+    "%s": lambda m: m.value() or b"",
+    "%T": lambda m: _text(m.timestamp()[1]),
+    "%d": lambda m: _text(m.timestamp()[1]),
+    "%h": _headers,
+    "%e": lambda m: _text(m.leader_epoch() if m.leader_epoch() is not None else -1),
+    "%K": lambda m: _text(len(m.key() or b"")),
+    "%S": lambda m: _text(len(m.value() or b"")),
+    "%%": lambda m: b"%",
+}
+
+
+def compile_format(template: str) -> Callable[[Message], bytes]:
+    """A kcat/rpk ``--format`` string into a function from a message to its output bytes."""
+    text = unescape(template)
+    parts: list[bytes | Render] = []
+    position = 0
+    for match in _TOKEN.finditer(text):
+        if match.start() > position:
+            parts.append(text[position : match.start()].encode())
+        parts.append(_RENDERERS[match.group()])
+        position = match.end()
+    if position < len(text):
+        parts.append(text[position:].encode())
+    leftover = re.search(r"%[^tpokvsTdheKS%]", _TOKEN.sub("", text))
+    if leftover:
+        raise CliError(f"unknown --format token {leftover.group()!r}", ExitCode.USAGE)
+
+    def render(message: Message) -> bytes:
+        return b"".join(part if isinstance(part, bytes) else part(message) for part in parts)
+
+    return render
+
+
+def _json_text(data: bytes | None) -> str | None:
+    return None if data is None else data.decode("utf-8", "replace")
+
+
+def record_json(message: Message) -> dict[str, Any]:
+    """A record as rpk prints it with ``--format json``."""
+    return {
+        "topic": message.topic(),
+        "key": _json_text(message.key()),
+        "value": _json_text(message.value()),
+        "headers": [{"key": k, "value": _json_text(v)} for k, v in (message.headers() or [])],
+        "timestamp": message.timestamp()[1],
+        "partition": message.partition(),
+        "offset": message.offset(),
+    }
+
+
+def render_json(message: Message) -> bytes:
+    document = record_json(message)
+    return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+
+
+# -- the command ------------------------------------------------------------------------
+
+
+@dataclass
+class Progress:
+    """Which partitions are finished, and how many records were printed."""
+
+    topic: str
+    open_partitions: set[int]
+    stops: dict[int, int | None]
+    printed: int = 0
+
+    def finish(self, partition: int) -> None:
+        self.open_partitions.discard(partition)
+
+
+def consume(
+    ctx: typer.Context,
+    topic: Annotated[str, typer.Argument(help="Topic to read.", show_default=False)],
+    from_beginning: Annotated[
+        bool, typer.Option("--from-beginning", help="Start at each partition's first offset.")
+    ] = False,
+    offset: Annotated[
+        str | None,
+        typer.Option(
+            "--offset",
+            "-o",
+            help="start|end|N|+N|-N|a:b|:end|@ts|@t1:t2 (rpk's -o) [default: end, "
+            "or start with --from-beginning]",
+            show_default=False,
+        ),
+    ] = None,
+    partition: Annotated[
+        list[int] | None,
+        typer.Option(
+            "--partition",
+            "-p",
+            min=0,
+            help="Partition to read (repeatable) [default: all]",
+            show_default=False,
+        ),
+    ] = None,
+    max_messages: Annotated[
+        int | None,
+        typer.Option(
+            "--max-messages", "-n", "-c", min=1, help="Exit after N records", show_default=False
+        ),
+    ] = None,
+    output_format: Annotated[
+        str,
+        typer.Option(
+            "--format", "-f", help=r"Output per record, kcat/rpk tokens and \t \n escapes"
+        ),
+    ] = r"%v\n",
+    exit_at_end: Annotated[
+        bool,
+        typer.Option(
+            "--exit-at-end", "-e", help="Exit when every partition reaches its end (kcat -e)"
+        ),
+    ] = False,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="One JSON record per line, as rpk prints them.")
+    ] = False,
+    properties: Annotated[
+        list[str] | None,
+        typer.Option(
+            "-X", help="Any consumer property key=value (repeatable).", show_default=False
+        ),
+    ] = None,
+    bootstrap: BootstrapOption = None,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Print TOPIC's records to stdout until Ctrl-C, --max-messages or -e."""
+    settings = settings_of(ctx).override(bootstrap, data_dir)
+    if from_beginning and offset is not None:
+        raise CliError("use either --from-beginning or --offset, not both", ExitCode.USAGE)
+    try:
+        spec = parse_offset(offset or ("start" if from_beginning else "end"))
+    except ValueError as exc:
+        raise CliError(f"--offset: {exc}", ExitCode.USAGE) from None
+    render = render_json if json_out else compile_format(output_format)
+
+    address = resolve_bootstrap(settings)
+    check_reachable(address, settings.timeout_s)
+    consumer = _consumer(settings, address, properties, eof=True)
+    try:
+        available = topic_partitions(
+            consumer, topic, bootstrap=address, timeout_s=settings.timeout_s
+        )
+        wanted = sorted(set(partition)) if partition else available
+        missing = [p for p in wanted if p not in available]
+        if missing:
+            raise CliError(
+                f"topic '{topic}' has no partition {missing[0]} (it has {len(available)})",
+                ExitCode.NOT_FOUND,
+            )
+        try:
+            plan = _plan(consumer, topic, wanted, spec, settings.timeout_s)
+        except KafkaException as exc:
+            raise kafka_error(exc, bootstrap=address, action="list offsets", topic=topic) from None
+        _run(consumer, settings.terminal, topic, plan, render, max_messages, exit_at_end, address)
+    finally:
+        close_quietly(consumer)
+
+
+def _consumer(
+    settings: Settings, address: str, properties: list[str] | None, *, eof: bool
+) -> Consumer:
+    config: dict[str, Any] = {
+        "group.id": GROUP_ID,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "enable.partition.eof": eof,
+    }
+    config.update(parse_properties(properties or []))
+    try:
+        return Consumer(client_config(settings, address, config, role="consumer"))
+    except (KafkaException, ValueError, TypeError) as exc:
+        raise CliError(f"bad consumer configuration: {exc}", ExitCode.USAGE) from None
+
+
+def _run(
+    consumer: Consumer,
+    terminal: Terminal,
+    topic: str,
+    plan: list[Assignment],
+    render: Callable[[Message], bytes],
+    max_messages: int | None,
+    exit_at_end: bool,
+    address: str,
+) -> None:
+    live = [a for a in plan if a.stop is None or a.start < 0 or a.start < a.stop]
+    progress = Progress(topic, {a.partition for a in live}, {a.partition: a.stop for a in live})
+    if not live:
+        return
+    consumer.assign([TopicPartition(topic, a.partition, a.start) for a in live])
+    while progress.open_partitions:
+        messages = consumer.consume(num_messages=BATCH_MESSAGES, timeout=POLL_TIMEOUT_S)
+        out: list[bytes] = []
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                _on_error(terminal, progress, message, error, exit_at_end, address)
+                continue
+            p = message.partition()
+            if p not in progress.open_partitions:
+                continue
+            stop = progress.stops.get(p)
+            if stop is not None and message.offset() >= stop:
+                progress.finish(p)
+                continue
+            out.append(render(message))
+            progress.printed += 1
+            if stop is not None and message.offset() + 1 >= stop:
+                progress.finish(p)
+            if max_messages is not None and progress.printed >= max_messages:
+                progress.open_partitions.clear()
+                break
+        if out:
+            terminal.write_bytes(b"".join(out))
+
+
+def _on_error(
+    terminal: Terminal,
+    progress: Progress,
+    message: Message,
+    error: KafkaError,
+    exit_at_end: bool,
+    address: str,
+) -> None:
+    code = error.code()
+    if code == KafkaError._PARTITION_EOF:
+        p = message.partition()
+        stop = progress.stops.get(p)
+        at_stop = stop is not None and message.offset() >= stop
+        if p in progress.open_partitions and (exit_at_end or at_stop):
+            progress.finish(p)
+            if exit_at_end:
+                suffix = "" if progress.open_partitions else ": exiting"
+                terminal.note(
+                    f"% Reached end of topic {progress.topic} [{p}] at offset "
+                    f"{message.offset()}{suffix}"
+                )
+        return
+    if code == KafkaError._TRANSPORT:
+        return  # one connection dropped; librdkafka reconnects on its own
+    if error.fatal() or code in {
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._UNKNOWN_TOPIC,
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    }:
+        raise kafka_error(error, bootstrap=address, action="consume", topic=progress.topic)
+    terminal.warn(f"{error.name()}: {error.str()}")

@@ -1,0 +1,434 @@
+"""The real ``rlog`` command against clusters it starts itself with ``rlog cluster up``.
+
+Every cluster runs in a tmp data dir on a random free base port and is stopped in a fixture
+teardown with ``rlog cluster down``; if rlogd is somehow still alive after that, only the pid
+this test started (and checked by its command line) is killed. Every subprocess has a timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+RLOG = [sys.executable, "-m", "rlog.cli.app"]
+COMMAND_TIMEOUT_S = 60
+UP_TIMEOUT_S = 90
+
+
+def _ports_free(base: int, count: int) -> bool:
+    for port in range(base, base + count):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+    return True
+
+
+def free_base_port(count: int = 1) -> int:
+    """A random port in 20000-40000 with ``count`` free ports from it on."""
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20000, 40000 - count)
+        if _ports_free(base, count):
+            return base
+    raise RuntimeError("no free port range found")
+
+
+def clean_env(data_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RLOG_")}
+    env["RLOG_DATA_DIR"] = str(data_dir)
+    env["NO_COLOR"] = "1"
+    return env
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+def rlog(
+    *args: str,
+    data_dir: Path,
+    stdin: str | None = None,
+    timeout: float = COMMAND_TIMEOUT_S,
+    env: dict[str, str] | None = None,
+) -> Result:
+    done = subprocess.run(
+        [*RLOG, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env if env is not None else clean_env(data_dir),
+        stdin=None if stdin is not None else subprocess.DEVNULL,
+    )
+    return Result(done.returncode, done.stdout, done.stderr)
+
+
+def ok(result: Result) -> Result:
+    assert result.code == 0, f"exit {result.code}\nstdout: {result.out}\nstderr: {result.err}"
+    assert "Traceback" not in result.err, result.err
+    return result
+
+
+def one_line_error(result: Result, code: int, *words: str) -> str:
+    """The command failed with ``code`` and said so in one stderr line, no traceback."""
+    lines = result.err.strip().splitlines()
+    assert result.code == code, f"exit {result.code}, want {code}: {result.err!r}"
+    assert len(lines) == 1, f"want one error line, got: {result.err!r}"
+    assert lines[0].startswith("rlog: error: "), lines[0]
+    assert "Traceback" not in result.err
+    for word in words:
+        assert word in lines[0], f"{word!r} not in {lines[0]!r}"
+    return lines[0]
+
+
+@dataclass
+class Cluster:
+    data_dir: Path
+    base_port: int
+    rlogd_pid: int
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.base_port}"
+
+    def run(
+        self, *args: str, stdin: str | None = None, timeout: float = COMMAND_TIMEOUT_S
+    ) -> Result:
+        return rlog(*args, data_dir=self.data_dir, stdin=stdin, timeout=timeout)
+
+
+def _rlogd_pid(data_dir: Path) -> int:
+    return int(json.loads((data_dir / "rlogd.json").read_text())["pid"])
+
+
+def _is_our_rlogd(pid: int, data_dir: Path) -> bool:
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        status = Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0]
+    except OSError:
+        return False
+    return (
+        status != "Z"
+        and any(b"rlogd" in a for a in argv)
+        and str(data_dir.resolve()).encode() in argv
+    )
+
+
+def stop_cluster(data_dir: Path, pid: int | None) -> None:
+    """``rlog cluster down``; then, only if needed, SIGKILL the rlogd we started."""
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        rlog("cluster", "down", "--data-dir", str(data_dir), data_dir=data_dir, timeout=60)
+    if pid is None:
+        return
+    deadline = time.monotonic() + 5
+    while _is_our_rlogd(pid, data_dir) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if _is_our_rlogd(pid, data_dir):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def running_cluster(data_dir: Path, *extra: str, brokers: int = 1) -> Iterator[Cluster]:
+    base_port = free_base_port(brokers)
+    pid: int | None = None
+    try:
+        result = rlog(
+            "cluster",
+            "up",
+            "--brokers",
+            str(brokers),
+            "--base-port",
+            str(base_port),
+            "--data-dir",
+            str(data_dir),
+            *extra,
+            data_dir=data_dir,
+            timeout=UP_TIMEOUT_S,
+        )
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            pid = _rlogd_pid(data_dir)
+        ok(result)
+        assert pid is not None
+        yield Cluster(data_dir, base_port, pid)
+    finally:
+        stop_cluster(data_dir, pid)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with running_cluster(tmp_path_factory.mktemp("rlog-cli") / "data") as running:
+        yield running
+
+
+_topic_counter = iter(range(1_000_000))
+
+
+def new_topic(prefix: str = "t") -> str:
+    return f"{prefix}-{next(_topic_counter)}-{random.randrange(1 << 30):x}"
+
+
+# -- cluster up / status / down ----------------------------------------------------------
+
+
+def test_up_status_up_again_down(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    config = tmp_path / "no-autocreate.toml"
+    config.write_text('[broker]\n"auto.create.topics.enable" = false\n')
+    with running_cluster(data_dir, "--config", str(config)) as c:
+        address = f"127.0.0.1:{c.base_port}"
+        status = ok(c.run("cluster", "status", "--data-dir", str(data_dir)))
+        assert "NODE-ID" in status.out and "running" in status.out and address in status.out
+        assert " yes" in status.out
+        document = json.loads(ok(c.run("cluster", "status", "--json")).out)
+        assert document["rlogd_pid"] == c.rlogd_pid
+        assert [b["answers"] for b in document["brokers"]] == [True]
+
+        again = ok(c.run("cluster", "up", "--data-dir", str(data_dir)))
+        assert "already running" in again.err
+        assert f"export RLOG_BOOTSTRAP={address}" in again.out
+        assert _rlogd_pid(data_dir) == c.rlogd_pid
+
+        # auto.create.topics.enable=false in the broker: producing to a missing topic fails.
+        missing = c.run("produce", new_topic("missing"), stdin="a\n")
+        one_line_error(missing, 5, "unknown topic")
+
+        down = ok(c.run("cluster", "down", "--data-dir", str(data_dir)))
+        assert "Stopped" in down.err
+        assert not (data_dir / "rlogd.json").exists()
+        assert not _is_our_rlogd(c.rlogd_pid, data_dir)
+        one_line_error(c.run("cluster", "status"), 3, "not running", str(data_dir))
+        assert "not running" in ok(c.run("cluster", "down")).err
+
+
+def test_up_prints_table_and_export(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    base_port = free_base_port(1)
+    pid = None
+    try:
+        up = rlog(
+            "cluster",
+            "up",
+            "--base-port",
+            str(base_port),
+            "--data-dir",
+            str(data_dir),
+            data_dir=data_dir,
+            timeout=UP_TIMEOUT_S,
+        )
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            pid = _rlogd_pid(data_dir)
+        ok(up)
+        lines = up.out.splitlines()
+        assert lines[0].split() == ["NODE-ID", "STATUS", "KAFKA-ADDRESS"]
+        assert lines[1].split() == ["1", "running", f"127.0.0.1:{base_port}"]
+        assert f"export RLOG_BOOTSTRAP=127.0.0.1:{base_port}" in up.out
+        launch = json.loads((data_dir / "cluster.json").read_text())
+        assert launch["brokers"] == 1 and launch["base_port"] == base_port
+    finally:
+        stop_cluster(data_dir, pid)
+    # cluster.json is kept: `up` with no flags restarts the same cluster, `purge` removes it.
+    pid = None
+    try:
+        again = rlog("cluster", "up", data_dir=data_dir, timeout=UP_TIMEOUT_S)
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            pid = _rlogd_pid(data_dir)
+        assert f"127.0.0.1:{base_port}" in ok(again).out
+        ok(rlog("cluster", "purge", data_dir=data_dir))
+        assert not data_dir.exists()
+    finally:
+        stop_cluster(data_dir, pid)
+
+
+# -- topics -------------------------------------------------------------------------------
+
+
+def test_topic_create_list_describe_delete(cluster: Cluster) -> None:
+    name = new_topic("orders")
+    create = ["topic", "create", name, "--partitions", "3", "--replication-factor", "1"]
+    created = ok(cluster.run(*create, "--config", "retention.ms=3600000"))
+    assert created.out.strip() == f"Created topic {name}."
+    one_line_error(cluster.run("topic", "create", name, "-p", "3"), 6, "already exists")
+    ok(cluster.run("topic", "create", name, "--if-not-exists"))
+
+    assert name in ok(cluster.run("topic", "list")).out.splitlines()
+    listed = {t["name"]: t for t in json.loads(ok(cluster.run("topic", "list", "--json")).out)}
+    assert listed[name] == {"name": name, "partitions": 3, "replication_factor": 1}
+
+    ok(cluster.run("produce", name, "--partition", "1", stdin="a\nb\n"))
+    text = ok(cluster.run("topic", "describe", name)).out.splitlines()
+    assert text[0].startswith(f"Topic: {name}\tPartitionCount: 3\tReplicationFactor: 1\tConfigs: ")
+    assert "retention.ms=3600000" in text[0]
+    assert len(text) == 4
+    for p, line in enumerate(text[1:]):
+        assert line.startswith(f"\tTopic: {name}\tPartition: {p}\tLeader: 1\tReplicas: 1\tIsr: 1\t")
+        assert f"HW: {2 if p == 1 else 0}" in line
+
+    document = json.loads(ok(cluster.run("topic", "describe", name, "--json")).out)
+    assert document["topic"] == name and document["partition_count"] == 3
+    partitions = document["partitions"]
+    assert [p["partition"] for p in partitions] == [0, 1, 2]
+    for p in partitions:
+        assert {
+            "partition",
+            "leader",
+            "leader_epoch",
+            "replicas",
+            "isr",
+            "high_watermark",
+            "log_end_offsets",
+        } <= set(p)
+        assert p["leader"] == 1 and p["replicas"] == [1] and p["isr"] == [1]
+    assert partitions[1]["high_watermark"] == 2
+    assert partitions[1]["log_end_offsets"] == {"1": 2}
+
+    assert ok(cluster.run("topic", "delete", name)).out.strip() == f"Deleted topic {name}."
+    assert name not in ok(cluster.run("topic", "list")).out.splitlines()
+    one_line_error(cluster.run("topic", "delete", name), 5, "unknown topic")
+
+
+def test_describe_missing_topic_is_one_line(cluster: Cluster) -> None:
+    name = new_topic("nope")
+    one_line_error(cluster.run("topic", "describe", name), 5, f"unknown topic '{name}'")
+    one_line_error(cluster.run("topic", "describe", name, "--json"), 5, "unknown topic")
+    # describe must not have auto-created it
+    assert name not in ok(cluster.run("topic", "list")).out.splitlines()
+
+
+# -- produce and consume ------------------------------------------------------------------
+
+
+def _topic(cluster: Cluster, partitions: int = 1) -> str:
+    name = new_topic()
+    ok(cluster.run("topic", "create", name, "-p", str(partitions), "-r", "1"))
+    return name
+
+
+def test_produce_keys_then_consume_in_order(cluster: Cluster) -> None:
+    name = _topic(cluster)
+    lines = [f"key{i}:value {i}:with colon" for i in range(50)]
+    ok(
+        cluster.run(
+            "produce", name, "--key-separator", ":", "--acks", "all", stdin="\n".join(lines) + "\n"
+        )
+    )
+    got = ok(cluster.run("consume", name, "--from-beginning", "--format", r"%k=%v\n", "-e"))
+    assert got.out.splitlines() == [line.replace(":", "=", 1) for line in lines]
+    assert got.err.strip() == f"% Reached end of topic {name} [0] at offset 50: exiting"
+
+
+def test_consume_format_tokens_and_json(cluster: Cluster) -> None:
+    name = _topic(cluster)
+    ok(cluster.run("produce", name, "-K", r"\t", "-H", "h=1", stdin="k\tv\nnokey\n"))
+    got = ok(cluster.run("consume", name, "-o", "start", "-e", "-f", r"%t|%p|%o|%k|%s|%h\n"))
+    assert got.out.splitlines() == [f"{name}|0|0|k|v|h=1", f"{name}|0|1||nokey|h=1"]
+    as_json = ok(cluster.run("consume", name, "-o", "start", "-e", "--json"))
+    records = [json.loads(line) for line in as_json.out.splitlines()]
+    assert [list(r) for r in records] == [
+        ["topic", "key", "value", "headers", "timestamp", "partition", "offset"]
+    ] * 2
+    assert records[0]["key"] == "k" and records[0]["value"] == "v"
+    assert records[1]["key"] is None and records[1]["offset"] == 1
+    assert records[0]["headers"] == [{"key": "h", "value": "1"}]
+    assert records[0]["timestamp"] > 1_600_000_000_000
+
+
+def test_consume_offsets_and_max_messages(cluster: Cluster) -> None:
+    name = _topic(cluster)
+    ok(cluster.run("produce", name, "--acks", "1", stdin="".join(f"{i}\n" for i in range(10))))
+
+    def values(*args: str) -> list[int]:
+        return [int(v) for v in ok(cluster.run("consume", name, *args)).out.split()]
+
+    assert values("--offset", "5", "-e") == [5, 6, 7, 8, 9]
+    assert values("--offset", "-3", "-e") == [7, 8, 9]
+    assert values("--offset", "+2", "--max-messages", "3") == [2, 3, 4]
+    assert values("--offset", "2:4") == [2, 3]
+    assert values("--offset", ":end") == list(range(10))
+    assert values("--from-beginning", "--max-messages", "4") == [0, 1, 2, 3]
+    assert values("--offset", "end", "-e") == []
+    one_line_error(cluster.run("consume", name, "--offset", "soon"), 2, "--offset")
+
+
+def test_partitions_and_compression(cluster: Cluster) -> None:
+    name = _topic(cluster, partitions=3)
+    for p in range(3):
+        ok(
+            cluster.run(
+                "produce",
+                name,
+                "--partition",
+                str(p),
+                "--compression",
+                "zstd",
+                "--linger-ms",
+                "1",
+                stdin=f"p{p}a\np{p}b\n",
+            )
+        )
+    got = ok(cluster.run("consume", name, "-o", "start", "-p", "2", "-e", "-f", r"%p:%v\n"))
+    assert got.out.splitlines() == ["2:p2a", "2:p2b"]
+    every = ok(cluster.run("consume", name, "-o", "start", "-e", "-f", r"%p:%o:%v\n"))
+    assert sorted(every.out.splitlines()) == sorted(
+        f"{p}:{o}:p{p}{c}" for p in range(3) for o, c in enumerate("ab")
+    )
+    assert every.err.strip().splitlines()[-1].endswith(": exiting")
+    one_line_error(cluster.run("produce", name, "--partition", "7", stdin="x\n"), 5, "partition 7")
+    one_line_error(cluster.run("consume", name, "--partition", "7"), 5, "partition 7")
+
+
+def test_unknown_topic_errors(cluster: Cluster) -> None:
+    name = new_topic("ghost")
+    one_line_error(cluster.run("consume", name, "-e"), 5, f"unknown topic '{name}'")
+    no_create = cluster.run("produce", name, "-X", "allow.auto.create.topics=false", stdin="x\n")
+    one_line_error(no_create, 5, "unknown topic")
+
+
+def test_bad_flags_are_one_line(cluster: Cluster) -> None:
+    one_line_error(cluster.run("produce", "t", "--acks", "2", stdin=""), 2, "--acks")
+    one_line_error(cluster.run("consume", "t", "--bogus"), 2, "--bogus")
+    one_line_error(cluster.run("topic", "create", "t", "--config", "novalue"), 2, "key=value")
+    one_line_error(cluster.run("consume", "t", "--format", "%q"), 2, "%q")
+
+
+def test_unreachable_bootstrap(tmp_path: Path) -> None:
+    port = free_base_port(1)
+    result = rlog("-b", f"127.0.0.1:{port}", "topic", "list", data_dir=tmp_path)
+    one_line_error(result, 4, "cannot reach", f"127.0.0.1:{port}")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["topic", "list"],
+        ["topic", "describe", "t"],
+        ["topic", "create", "t"],
+        ["produce", "t"],
+        ["consume", "t", "-e"],
+        ["cluster", "status"],
+        ["bench", "produce", "--topic", "t", "--num-records", "1"],
+    ],
+)
+def test_commands_with_cluster_down(tmp_path: Path, args: list[str]) -> None:
+    data_dir = tmp_path / "never-started"
+    result = rlog(*args, data_dir=data_dir, stdin="x\n")
+    one_line_error(result, 3, "not running", str(data_dir), "rlog cluster up")

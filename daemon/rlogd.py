@@ -195,10 +195,14 @@ class Supervisor:
             loop.add_signal_handler(signum, stop.set)
         for broker in self.brokers:
             broker.supervisor = asyncio.create_task(self.supervise(broker))
-        supervisors = [b.supervisor for b in self.brokers if b.supervisor]
-        everything_ended = asyncio.gather(*supervisors)
         stop_requested = asyncio.create_task(stop.wait())
-        await asyncio.wait([stop_requested, everything_ended], return_when=asyncio.FIRST_COMPLETED)
+        # Run until asked to stop, or until no broker is left to supervise (policy gave up).
+        running = {b.supervisor for b in self.brokers if b.supervisor}
+        while running and not stop.is_set():
+            done, _ = await asyncio.wait(
+                running | {stop_requested}, return_when=asyncio.FIRST_COMPLETED
+            )
+            running -= done
         await self.shutdown()
         stop_requested.cancel()
         failed = any(b.state == "failed" or b.last_exit == ExitCode.CONFIG for b in self.brokers)

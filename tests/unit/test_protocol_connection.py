@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import ast
 import itertools
 import struct
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -410,16 +408,3 @@ def test_acks_zero_expects_no_response() -> None:
     assert client.pending == 0
     client.send_request(ApiKey.PRODUCE, 8, {"acks": 1, "topic_data": []})
     assert client.pending == 1
-
-
-def test_protocol_package_is_sans_io() -> None:
-    forbidden = {"socket", "asyncio", "threading", "time", "random", "selectors", "uvloop"}
-    package = Path(__file__).resolve().parents[2] / "core" / "protocol"
-    for path in package.glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            names: list[str] = []
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module]
-            assert not {n.split(".")[0] for n in names} & forbidden, path.name

@@ -1,0 +1,175 @@
+"""Broker lifecycle: registration, heartbeats and sessions, fencing, controlled shutdown, and
+producer-id blocks.
+
+A broker's life in the image: registered (fenced) -> unfenced once its metadata has caught up
+with its registration -> fenced again when its session expires, it asks to be, or it shuts down.
+Before a broker is fenced its leaderships move and it leaves the ISRs, so a fenced broker never
+leads.
+"""
+
+from __future__ import annotations
+
+from enum import Enum, auto
+
+from rlog.core.controller.api import (
+    PRODUCER_ID_BLOCK_SIZE,
+    AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse,
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    RegisterBrokerRequest,
+    RegisterBrokerResponse,
+)
+from rlog.core.controller.partitions import elect_offline_partitions, move_off_broker
+from rlog.core.controller.state import ControllerState
+from rlog.core.metadata.records import (
+    AllocateProducerIds,
+    FenceBroker,
+    RegisterBroker,
+    UnfenceBroker,
+)
+from rlog.core.protocol.errors import ErrorCode
+
+PRODUCER_ID_MAX = 2**63 - 1
+
+
+def fence_broker(state: ControllerState, broker_id: int, reason: str) -> int:
+    """Move the broker's leaderships and ISR places away, then fence it; the fence's offset."""
+    broker = state.image.brokers[broker_id]
+    assert not broker.fenced
+    move_off_broker(state, broker_id, f"broker {broker_id} fenced: {reason}")
+    return state.emit(FenceBroker(broker_id, broker.epoch))
+
+
+def unfence_broker(state: ControllerState, broker_id: int) -> None:
+    """Unfence the broker; leaderless partitions it can lead get a leader again."""
+    broker = state.image.brokers[broker_id]
+    state.emit(UnfenceBroker(broker_id, broker.epoch))
+    elect_offline_partitions(state, f"broker {broker_id} unfenced")
+
+
+def expire_sessions(state: ControllerState, now_ms: int) -> None:
+    for broker in state.image.live_brokers():
+        if not state.session_alive(broker.broker_id, now_ms):
+            fence_broker(state, broker.broker_id, "session expired")
+
+
+def start_sessions(state: ControllerState, now_ms: int) -> None:
+    """Every known broker without a session gets one from now (a starting controller)."""
+    for broker_id in state.image.brokers:
+        state.last_contact_ms.setdefault(broker_id, now_ms)
+
+
+# ---- RegisterBroker ----
+
+
+def handle_register(
+    state: ControllerState, request: RegisterBrokerRequest, now_ms: int
+) -> RegisterBrokerResponse:
+    if request.broker_id < 0 or not 1 <= request.port <= 65535:
+        return RegisterBrokerResponse(
+            ErrorCode.INVALID_REQUEST, message=f"bad broker id or port in {request}"
+        )
+    existing = state.image.brokers.get(request.broker_id)
+    if existing is not None:
+        if existing.incarnation_id != request.incarnation_id and state.session_alive(
+            existing.broker_id, now_ms
+        ):
+            return RegisterBrokerResponse(
+                ErrorCode.DUPLICATE_BROKER_REGISTRATION,
+                message=f"Another broker is registered with id {request.broker_id}",
+            )
+        if not existing.fenced:  # the registration fences it; its leaderships move first
+            move_off_broker(state, existing.broker_id, f"broker {existing.broker_id} re-registers")
+    broker_epoch = state.next_offset
+    state.emit(
+        RegisterBroker(
+            request.broker_id,
+            request.incarnation_id,
+            broker_epoch,
+            request.host,
+            request.port,
+            request.rack,
+        )
+    )
+    state.last_contact_ms[request.broker_id] = now_ms
+    state.shutdown_offsets.pop(request.broker_id, None)
+    return RegisterBrokerResponse(ErrorCode.NONE, broker_epoch)
+
+
+# ---- BrokerHeartbeat ----
+
+
+class BrokerAction(Enum):
+    STAY = auto()
+    FENCE = auto()
+    UNFENCE = auto()
+    SHUT_DOWN = auto()  # controlled shutdown: move leaderships away, then fence
+
+
+ANY = None
+# (fenced, want_shutdown, want_fence, caught up) -> action; the first matching row wins.
+HEARTBEAT_TRANSITIONS: tuple[tuple[tuple[bool | None, ...], BrokerAction], ...] = (
+    ((False, True, ANY, ANY), BrokerAction.SHUT_DOWN),
+    ((True, True, ANY, ANY), BrokerAction.STAY),
+    ((False, False, True, ANY), BrokerAction.FENCE),
+    ((False, False, False, ANY), BrokerAction.STAY),
+    ((True, False, False, True), BrokerAction.UNFENCE),
+    ((True, False, ANY, ANY), BrokerAction.STAY),
+)
+
+
+def heartbeat_action(
+    fenced: bool, want_shutdown: bool, want_fence: bool, caught_up: bool
+) -> BrokerAction:
+    inputs = (fenced, want_shutdown, want_fence, caught_up)
+    for pattern, action in HEARTBEAT_TRANSITIONS:
+        if all(p is ANY or p == value for p, value in zip(pattern, inputs, strict=True)):
+            return action
+    raise AssertionError(f"no heartbeat transition for {inputs}")
+
+
+def handle_heartbeat(
+    state: ControllerState, request: BrokerHeartbeatRequest, now_ms: int
+) -> BrokerHeartbeatResponse:
+    broker = state.image.brokers.get(request.broker_id)
+    if broker is None:
+        return BrokerHeartbeatResponse(ErrorCode.BROKER_ID_NOT_REGISTERED)
+    if broker.epoch != request.broker_epoch:
+        return BrokerHeartbeatResponse(ErrorCode.STALE_BROKER_EPOCH)
+    state.last_contact_ms[broker.broker_id] = now_ms
+    # Caught up once it has applied its own registration record.
+    caught_up = request.current_metadata_offset >= broker.epoch
+    action = heartbeat_action(broker.fenced, request.want_shutdown, request.want_fence, caught_up)
+    if action is BrokerAction.SHUT_DOWN:
+        offset = fence_broker(state, broker.broker_id, "controlled shutdown")
+        state.shutdown_offsets[broker.broker_id] = offset
+    elif action is BrokerAction.FENCE:
+        fence_broker(state, broker.broker_id, "the broker asked to be fenced")
+    elif action is BrokerAction.UNFENCE:
+        unfence_broker(state, broker.broker_id)
+    fenced = state.image.brokers[broker.broker_id].fenced
+    # It may stop once it has applied the records that moved its leaderships away.
+    shutdown_offset = state.shutdown_offsets.get(broker.broker_id, -1)
+    should_shutdown = (
+        request.want_shutdown and fenced and request.current_metadata_offset >= shutdown_offset
+    )
+    return BrokerHeartbeatResponse(ErrorCode.NONE, caught_up, fenced, should_shutdown)
+
+
+# ---- AllocateProducerIds ----
+
+
+def handle_allocate_producer_ids(
+    state: ControllerState, request: AllocateProducerIdsRequest, now_ms: int
+) -> AllocateProducerIdsResponse:
+    broker = state.image.brokers.get(request.broker_id)
+    if broker is None:
+        return AllocateProducerIdsResponse(ErrorCode.BROKER_ID_NOT_REGISTERED)
+    if broker.epoch != request.broker_epoch:
+        return AllocateProducerIdsResponse(ErrorCode.STALE_BROKER_EPOCH)
+    start = state.image.next_producer_id
+    if start + PRODUCER_ID_BLOCK_SIZE > PRODUCER_ID_MAX:
+        return AllocateProducerIdsResponse(ErrorCode.UNKNOWN_SERVER_ERROR)
+    state.emit(AllocateProducerIds(broker.broker_id, broker.epoch, start + PRODUCER_ID_BLOCK_SIZE))
+    return AllocateProducerIdsResponse(ErrorCode.NONE, start, PRODUCER_ID_BLOCK_SIZE)

@@ -1,0 +1,212 @@
+"""What goes into and comes out of a replica: metadata, requests' answers, plans and effects.
+
+All plain frozen dataclasses. Effects are what the daemon and the simulator act on; nothing here
+does I/O or keeps time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from rlog.core.protocol.errors import ErrorCode
+from rlog.core.storage.files import FileSlice
+
+NO_LEADER = -1
+NO_EPOCH = -1  # "not given" for current_leader_epoch / last_fetched_epoch, as Kafka sends
+NO_TIMESTAMP = -1
+NO_OFFSET = -1
+
+
+# ---- inputs ----
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaConfig:
+    min_insync_replicas: int = 1
+    replica_lag_time_max_ms: int = 30_000
+    # Read by the controller's election; a replica behaves the same either way.
+    unclean_leader_election_enable: bool = False
+    # After the controller refuses an ISR proposal (e.g. INELIGIBLE_REPLICA for a fenced
+    # broker), wait this long before proposing again, rather than at every fetch.
+    alter_partition_retry_backoff_ms: int = 100
+
+    def __post_init__(self) -> None:
+        if self.min_insync_replicas < 1:
+            raise ValueError(f"min.insync.replicas must be >= 1, not {self.min_insync_replicas}")
+        if self.replica_lag_time_max_ms < 0:
+            raise ValueError(
+                f"replica.lag.time.max.ms must be >= 0, not {self.replica_lag_time_max_ms}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """The controller's committed view of one partition (Kafka's PartitionRecord)."""
+
+    leader: int  # NO_LEADER when offline
+    leader_epoch: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    partition_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionResponse:
+    """The controller's answer to a ProposeIsr: the committed state, or an error."""
+
+    error: ErrorCode
+    leader: int = NO_LEADER
+    leader_epoch: int = NO_EPOCH
+    isr: tuple[int, ...] = ()
+    partition_epoch: int = NO_EPOCH
+
+
+# ---- effects ----
+
+
+@dataclass(frozen=True, slots=True)
+class ProposeIsr:
+    """Send AlterPartition to the controller. At most one is in flight per partition; the
+    caller must answer each with on_alter_partition_response (an error if it was lost).
+    """
+
+    topic: str
+    partition: int
+    leader_epoch: int
+    new_isr: tuple[int, ...]
+    partition_epoch: int  # the one the proposal is based on (the controller checks it)
+
+
+@dataclass(frozen=True, slots=True)
+class CompleteProduce:
+    """An acks=all produce is finished: answer it with `error` (NONE: HW passed its batch)."""
+
+    topic: str
+    partition: int
+    pending_id: int
+    error: ErrorCode
+    base_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class HighWatermarkChanged:
+    """Wake consumer fetches waiting for data; checkpoint the HW."""
+
+    topic: str
+    partition: int
+    high_watermark: int
+
+
+@dataclass(frozen=True, slots=True)
+class Truncated:
+    """The log lost every offset >= `offset` (a follower's divergent or uncommitted tail).
+    `full`: it lost everything and restarts empty at `offset` (behind the leader's log start).
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    full: bool = False
+
+
+Effect = ProposeIsr | CompleteProduce | HighWatermarkChanged | Truncated
+
+
+# ---- answers ----
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceResult:
+    error: ErrorCode
+    base_offset: int = NO_OFFSET
+    last_offset: int = NO_OFFSET
+    log_append_time_ms: int = NO_TIMESTAMP
+    log_start_offset: int = NO_OFFSET
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PendingAck:
+    """An acks=all produce waiting for the HW to pass `last_offset`, or for `deadline_ms`."""
+
+    pending_id: int
+    base_offset: int
+    last_offset: int
+    deadline_ms: int
+    log_append_time_ms: int
+    log_start_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class AppendOutcome:
+    """`result` is final unless `pending` is set: then its offsets are known, and a
+    CompleteProduce with `pending.pending_id` will say how it ended.
+    """
+
+    result: ProduceResult
+    pending: PendingAck | None = None
+    effects: tuple[Effect, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    error: ErrorCode
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    records: FileSlice | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DivergingEpoch:
+    """Fetch v12+: the follower's log diverges; truncate as for an OffsetsForLeaderEpoch answer."""
+
+    epoch: int
+    end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class FollowerFetchResult:
+    error: ErrorCode
+    high_watermark: int = NO_OFFSET
+    log_start_offset: int = NO_OFFSET
+    log_end_offset: int = NO_OFFSET
+    records: FileSlice | None = None
+    diverging_epoch: DivergingEpoch | None = None
+    effects: tuple[Effect, ...] = ()
+
+
+class EpochEndOffset(NamedTuple):
+    """An OffsetsForLeaderEpoch answer for one partition (unpacks as error, epoch, end)."""
+
+    error: ErrorCode
+    epoch: int = NO_EPOCH
+    end_offset: int = NO_OFFSET
+
+
+# ---- what a follower sends next ----
+
+
+@dataclass(frozen=True, slots=True)
+class TruncationPlan:
+    """Send OffsetsForLeaderEpoch(`epoch`) to `leader_id`; answer with on_epoch_end_offset."""
+
+    leader_id: int
+    replica_id: int
+    current_leader_epoch: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPlan:
+    """Send Fetch from `fetch_offset` to `leader_id`; answer with on_fetch_response."""
+
+    leader_id: int
+    replica_id: int
+    current_leader_epoch: int
+    fetch_offset: int
+    last_fetched_epoch: int  # for Fetch v12+; older versions leave it out
+    log_start_offset: int

@@ -7,7 +7,6 @@ the part of the request it concerns, and the rest of the request is still served
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -476,7 +475,9 @@ class Handlers:
                 "producer_id": -1,
                 "producer_epoch": -1,
             }
-        producer_id = await asyncio.to_thread(self.producer_ids.allocate)
+        # Synchronous on purpose: the allocator is not thread-safe, and it fsyncs only once
+        # per block of ids.
+        producer_id = self.producer_ids.allocate()
         return {
             "throttle_time_ms": 0,
             "error_code": ErrorCode.NONE,

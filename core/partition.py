@@ -10,6 +10,7 @@ what Metadata already reports.
 from __future__ import annotations
 
 from rlog.core.producer_state import ProducerStateManager
+from rlog.core.protocol.errors import ErrorCode
 from rlog.core.replication.messages import (
     NO_TIMESTAMP,
     PartitionState,
@@ -18,6 +19,7 @@ from rlog.core.replication.messages import (
     ReplicaConfig,
 )
 from rlog.core.replication.replica import Replica
+from rlog.core.replication.rules import NO_EPOCH, leader_epoch_error
 from rlog.core.storage.files import Buffer, FileSystem, RealFileSystem
 from rlog.core.storage.leader_epochs import LeaderEpochCache
 from rlog.core.storage.log import Log
@@ -75,6 +77,22 @@ class Partition:
         outcome = self.replica.append_as_leader(records, 1, now_ms, required_acks_timeout_ms=0)
         return outcome.result
 
-    def read(self, fetch_offset: int, max_bytes: int, *, min_one_batch: bool) -> ReadResult:
+    def read(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        *,
+        min_one_batch: bool,
+        current_leader_epoch: int = NO_EPOCH,
+    ) -> ReadResult:
         """Records from `fetch_offset`, never past the high watermark (consumers read below it)."""
-        return self.replica.on_consumer_fetch(fetch_offset, max_bytes, min_one_batch=min_one_batch)
+        return self.replica.on_consumer_fetch(
+            fetch_offset,
+            max_bytes,
+            current_leader_epoch=current_leader_epoch,
+            min_one_batch=min_one_batch,
+        )
+
+    def leader_epoch_error(self, current_leader_epoch: int) -> ErrorCode | None:
+        """KIP-320's check for requests that carry the leader epoch their sender knows."""
+        return leader_epoch_error(current_leader_epoch, SOLE_LEADER_EPOCH)

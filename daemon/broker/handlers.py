@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from rlog.core import limits
+from rlog.core.partition import SOLE_LEADER_EPOCH
 from rlog.core.protocol.apis import SUPPORTED, ApiKey
 from rlog.core.protocol.connection import Request
 from rlog.core.protocol.errors import ErrorCode
@@ -27,9 +28,8 @@ Handler = Callable[[Request], Awaitable[Body | None]]
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
-NO_LEADER_EPOCH = -1
-# Until replication lands, every partition has had one leader, in epoch 0.
-LEADER_EPOCH = 0
+# Until replication lands, every partition has had one leader, in this epoch.
+LEADER_EPOCH = SOLE_LEADER_EPOCH
 
 # DescribeConfigs resource types and config sources (Kafka's ConfigResource / ConfigSource).
 RESOURCE_TOPIC = 2
@@ -277,10 +277,12 @@ class Handlers:
         partition = self.replicas.partition(topic, index)
         if partition is None:
             return answer | {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
-        epoch_error = _leader_epoch_error(request.get("current_leader_epoch", NO_LEADER_EPOCH))
-        if epoch_error is not None:
-            return answer | {"error_code": epoch_error}
-        result = partition.read(request["fetch_offset"], max_bytes, min_one_batch=min_one_batch)
+        result = partition.read(
+            request["fetch_offset"],
+            max_bytes,
+            min_one_batch=min_one_batch,
+            current_leader_epoch=request["current_leader_epoch"],
+        )
         return answer | {
             "error_code": result.error,
             "high_watermark": result.high_watermark,
@@ -309,7 +311,7 @@ class Handlers:
         partition = self.replicas.partition(topic, index)
         if partition is None:
             return answer | {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
-        epoch_error = _leader_epoch_error(request.get("current_leader_epoch", NO_LEADER_EPOCH))
+        epoch_error = partition.leader_epoch_error(request["current_leader_epoch"])
         if epoch_error is not None:
             return answer | {"error_code": epoch_error}
         timestamp = request["timestamp"]
@@ -484,12 +486,3 @@ class Handlers:
             "producer_id": producer_id,
             "producer_epoch": 0,
         }
-
-
-def _leader_epoch_error(current_leader_epoch: int) -> ErrorCode | None:
-    """KIP-320: a client that saw a newer leader than this one, or an older, must refresh."""
-    if current_leader_epoch in (NO_LEADER_EPOCH, LEADER_EPOCH):
-        return None
-    if current_leader_epoch < LEADER_EPOCH:
-        return ErrorCode.FENCED_LEADER_EPOCH
-    return ErrorCode.UNKNOWN_LEADER_EPOCH

@@ -120,3 +120,31 @@ def test_corrupt_crc_is_refused_and_nothing_is_written(cluster) -> None:
     assert [m.value for m in clients.confluent_consume(cluster.bootstrap, "crc", [0], 1)] == [
         b"good"
     ]
+
+
+def test_fetch_and_list_offsets_check_the_leader_epoch(cluster) -> None:
+    """KIP-320: a client that knows a newer leader epoch than the broker's is told so."""
+    address = ("127.0.0.1", cluster.base_port)
+    clients.create_topic(cluster.bootstrap, "epochs")
+    connection = ClientConnection()
+
+    def fetch(epoch: int) -> int:
+        partition = {"partition": 0, "current_leader_epoch": epoch, "fetch_offset": 0,
+                     "log_start_offset": -1, "partition_max_bytes": 1 << 20}  # fmt: skip
+        body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+                "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "topics": [{"topic": "epochs", "partitions": [partition]}]}  # fmt: skip
+        response = request(connection, address, 1, 11, body)
+        return response.body["responses"][0]["partitions"][0]["error_code"]
+
+    def list_offsets(epoch: int) -> int:
+        partition = {"partition_index": 0, "current_leader_epoch": epoch, "timestamp": -1}
+        body = {"replica_id": -1, "isolation_level": 0,
+                "topics": [{"name": "epochs", "partitions": [partition]}]}  # fmt: skip
+        response = request(connection, address, 2, 5, body)
+        return response.body["topics"][0]["partitions"][0]["error_code"]
+
+    assert fetch(-1) == 0 and fetch(0) == 0
+    assert fetch(7) == 75  # UNKNOWN_LEADER_EPOCH
+    assert list_offsets(0) == 0
+    assert list_offsets(7) == 75

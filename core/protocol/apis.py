@@ -71,6 +71,7 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_TOPICS: (0, 3),
     ApiKey.DESCRIBE_CONFIGS: (0, 3),
     ApiKey.INIT_PRODUCER_ID: (0, 1),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 3),
 }
 
 # Header versions: request v1 / response v0, or v2 / v1 in flexible versions (tags added).

@@ -72,6 +72,7 @@ class Handlers:
             ApiKey.DELETE_TOPICS: self.delete_topics,
             ApiKey.DESCRIBE_CONFIGS: self.describe_configs,
             ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch,
         }
         missing = set(SUPPORTED) - set(self.table)
         assert not missing, f"advertised APIs without a handler: {missing}"
@@ -465,6 +466,29 @@ class Handlers:
                 }
             )
         return result | {"configs": configs}
+
+    # -- OffsetForLeaderEpoch --------------------------------------------------------------
+    async def offset_for_leader_epoch(self, request: Request) -> Body:
+        """Where an epoch ends (KIP-101/279): consumers validate their position with it after
+        a leader change, and followers find where their log diverges."""
+        topics = []
+        for topic in request.body["topics"]:
+            partitions = []
+            for wanted in topic["partitions"]:
+                index = wanted["partition"]
+                partition = self.replicas.partition(topic["topic"], index)
+                if partition is None:
+                    code, epoch, end_offset = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
+                else:
+                    code, epoch, end_offset = partition.replica.offsets_for_leader_epoch(
+                        wanted["leader_epoch"], wanted["current_leader_epoch"]
+                    )
+                partitions.append(
+                    {"error_code": code, "partition": index, "leader_epoch": epoch,
+                     "end_offset": end_offset}
+                )  # fmt: skip
+            topics.append({"topic": topic["topic"], "partitions": partitions})
+        return {"throttle_time_ms": 0, "topics": topics}
 
     # -- InitProducerId --------------------------------------------------------------------
     async def init_producer_id(self, request: Request) -> Body:

@@ -148,3 +148,23 @@ def test_fetch_and_list_offsets_check_the_leader_epoch(cluster) -> None:
     assert fetch(7) == 75  # UNKNOWN_LEADER_EPOCH
     assert list_offsets(0) == 0
     assert list_offsets(7) == 75
+
+
+def test_offset_for_leader_epoch_says_where_an_epoch_ends(cluster) -> None:
+    address = ("127.0.0.1", cluster.base_port)
+    clients.create_topic(cluster.bootstrap, "epoch-ends")
+    clients.confluent_produce(
+        cluster.bootstrap, "epoch-ends", [Message(None, b"%d" % i, (), 0, -1) for i in range(3)]
+    )
+    connection = ClientConnection()
+
+    def ask(epoch: int, topic: str = "epoch-ends") -> dict:
+        partition = {"partition": 0, "current_leader_epoch": -1, "leader_epoch": epoch}
+        body = {"replica_id": -1, "topics": [{"topic": topic, "partitions": [partition]}]}
+        response = request(connection, address, 23, 3, body)
+        return response.body["topics"][0]["partitions"][0]
+
+    latest = ask(0)
+    assert (latest["error_code"], latest["leader_epoch"], latest["end_offset"]) == (0, 0, 3)
+    assert ask(5)["end_offset"] == 3  # a later epoch than any: the latest epoch's end, the LEO
+    assert ask(0, topic="nope")["error_code"] == 3  # UNKNOWN_TOPIC_OR_PARTITION

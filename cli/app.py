@@ -21,7 +21,7 @@ except ImportError:  # pragma: no cover - depends on the installed typer
     from click import exceptions as click_errors  # type: ignore[no-redef]
 
 from rlog import __version__
-from rlog.cli import bench, cluster, consume, produce, topic
+from rlog.cli import bench, cluster, consume, manpages, produce, topic
 from rlog.cli.discovery import ENV_BOOTSTRAP, ENV_DATA_DIR, Settings, default_data_dir
 from rlog.cli.terminal import CliError, ColorMode, ExitCode, Terminal, one_line
 
@@ -39,6 +39,7 @@ app.add_typer(topic.app, name="topic")
 app.command("produce", no_args_is_help=True)(produce.produce)
 app.command("consume", no_args_is_help=True)(consume.consume)
 app.add_typer(bench.app, name="bench")
+app.command("man")(manpages.man)
 
 
 _ERROR_TERMINAL: list[Terminal] = []  # the root callback's terminal, once it has run

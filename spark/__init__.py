@@ -1,0 +1,28 @@
+"""PySpark data source `rlog`, a drop-in for Spark's `format("kafka")`.
+
+    from rlog.spark import register
+    register(spark)
+    df = (spark.read.format("rlog").option("kafka.bootstrap.servers", "127.0.0.1:9092")
+          .option("subscribe", "events").load())
+    df.write.format("rlog").mode("append").option("kafka.bootstrap.servers", "...")
+      .option("topic", "out").save()
+
+Python data sources accept only the append and overwrite save modes, so batch writes need
+`.mode("append")` (Spark's Kafka sink also accepts the default ErrorIfExists).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .source import RlogDataSource
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["RlogDataSource", "register"]
+
+
+def register(spark: SparkSession) -> None:
+    """Make `format("rlog")` available in this session."""
+    spark.dataSource.register(RlogDataSource)

@@ -1,0 +1,186 @@
+"""Spark's Kafka-source option names, parsed once into a plain, picklable value."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+# Offsets JSON uses Spark's Kafka-source sentinels.
+EARLIEST = -2
+LATEST = -1
+
+SUBSCRIPTION_OPTIONS = ("subscribe", "subscribepattern", "assign")
+
+
+class RlogOptionError(ValueError):
+    """The user's options are wrong (our fault would be an AssertionError)."""
+
+
+@dataclass(frozen=True)
+class OffsetSpec:
+    """`earliest`, `latest`, or per-partition offsets {(topic, partition): offset or -2/-1}."""
+
+    kind: str  # "earliest" | "latest" | "json" | "timestamp"
+    offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+    timestamp_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    client_config: dict[str, str]
+    subscription: tuple[
+        str, str
+    ]  # ("subscribe", "a,b") | ("subscribepattern", re) | ("assign", json)
+    starting: OffsetSpec
+    ending: OffsetSpec
+    include_headers: bool
+    fail_on_data_loss: bool
+    max_records_per_partition: int | None
+    max_offsets_per_trigger: int | None
+    poll_timeout_ms: int
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    client_config: dict[str, str]
+    topic: str | None
+
+
+def _lower(options: Mapping[str, str]) -> dict[str, str]:
+    # Spark hands Python data sources a case-insensitive dict; normalise to lower case keys.
+    return {str(k).lower(): str(v) for k, v in options.items()}
+
+
+def client_config(options: Mapping[str, str]) -> dict[str, str]:
+    """`kafka.*` options passed to the client; `bootstrap.servers` accepted bare too.
+
+    Spark lower-cases option names; librdkafka property names are all lower case, so nothing is
+    lost.
+    """
+    lowered = _lower(options)
+    config = {
+        key[len("kafka.") :]: value for key, value in lowered.items() if key.startswith("kafka.")
+    }
+    if "bootstrap.servers" not in config and "bootstrap.servers" in lowered:
+        config["bootstrap.servers"] = lowered["bootstrap.servers"]
+    if "bootstrap.servers" not in config:
+        raise RlogOptionError(
+            "option 'kafka.bootstrap.servers' (or 'bootstrap.servers') must be set"
+        )
+    return config
+
+
+def consumer_config(config: Mapping[str, str]) -> dict[str, object]:
+    """A confluent-kafka Consumer config for assign()-style reads; nothing is ever committed."""
+    merged: dict[str, object] = {
+        # librdkafka needs a group id even for assign(); it is never used to commit.
+        "group.id": f"rlog-spark-{uuid.uuid4().hex}",
+        "isolation.level": "read_committed",
+        "enable.partition.eof": True,
+        # An offset below the log start jumps to the earliest record, which the reader then
+        # reports as data loss; librdkafka's default (latest) would skip silently.
+        "auto.offset.reset": "earliest",
+    }
+    merged.update(config)
+    merged["enable.auto.commit"] = False
+    merged["enable.auto.offset.store"] = False
+    return merged
+
+
+def _offset_spec(text: str | None, default: str, name: str) -> OffsetSpec:
+    if text is None or text.strip().lower() == default:
+        return OffsetSpec(default)
+    stripped = text.strip()
+    if stripped.lower() in ("earliest", "latest"):
+        return OffsetSpec(stripped.lower())
+    try:
+        parsed = json.loads(stripped)
+        offsets = {
+            (str(topic), int(partition)): int(offset)
+            for topic, per_partition in parsed.items()
+            for partition, offset in per_partition.items()
+        }
+    except (ValueError, AttributeError, TypeError) as error:
+        raise RlogOptionError(
+            f"option '{name}' must be 'earliest', 'latest' or JSON like "
+            f'{{"topic":{{"0":23,"1":-2}}}}, got {text!r}'
+        ) from error
+    return OffsetSpec("json", offsets)
+
+
+def _positive_int(lowered: Mapping[str, str], name: str) -> int | None:
+    if name.lower() not in lowered:
+        return None
+    try:
+        value = int(lowered[name.lower()])
+    except ValueError as error:
+        raise RlogOptionError(f"option '{name}' must be a positive integer") from error
+    if value <= 0:
+        raise RlogOptionError(f"option '{name}' must be a positive integer, got {value}")
+    return value
+
+
+def _bool(lowered: Mapping[str, str], name: str, default: bool) -> bool:
+    text = lowered.get(name.lower())
+    if text is None:
+        return default
+    if text.strip().lower() not in ("true", "false"):
+        raise RlogOptionError(f"option '{name}' must be true or false, got {text!r}")
+    return text.strip().lower() == "true"
+
+
+def _subscription(lowered: Mapping[str, str]) -> tuple[str, str]:
+    given = [name for name in SUBSCRIPTION_OPTIONS if name in lowered]
+    if len(given) != 1:
+        raise RlogOptionError(
+            "exactly one of 'subscribe', 'subscribePattern' or 'assign' must be set, got "
+            f"{given or 'none'}"
+        )
+    kind = given[0]
+    value = lowered[kind]
+    if kind == "subscribepattern":
+        try:
+            re.compile(value)
+        except re.error as error:
+            raise RlogOptionError(f"option 'subscribePattern' is not a regex: {error}") from error
+    if kind == "subscribe" and not [t for t in value.split(",") if t.strip()]:
+        raise RlogOptionError("option 'subscribe' names no topic")
+    return kind, value
+
+
+def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
+    lowered = _lower(options)
+    starting = _offset_spec(
+        lowered.get("startingoffsets"), "latest" if streaming else "earliest", "startingOffsets"
+    )
+    if "startingtimestamp" in lowered:
+        try:
+            timestamp_ms = int(lowered["startingtimestamp"])
+        except ValueError as error:
+            raise RlogOptionError("option 'startingTimestamp' must be milliseconds") from error
+        starting = OffsetSpec("timestamp", timestamp_ms=timestamp_ms)
+    ending = _offset_spec(lowered.get("endingoffsets"), "latest", "endingOffsets")
+    if not streaming:
+        if starting.kind == "latest" or LATEST in starting.offsets.values():
+            raise RlogOptionError("startingOffsets 'latest' (-1) is not allowed for batch queries")
+        if ending.kind == "earliest" or EARLIEST in ending.offsets.values():
+            raise RlogOptionError("endingOffsets 'earliest' (-2) is not allowed for batch queries")
+    return ReadOptions(
+        client_config=client_config(options),
+        subscription=_subscription(lowered),
+        starting=starting,
+        ending=ending,
+        include_headers=_bool(lowered, "includeHeaders", False),
+        fail_on_data_loss=_bool(lowered, "failOnDataLoss", True),
+        max_records_per_partition=_positive_int(lowered, "maxRecordsPerPartition"),
+        max_offsets_per_trigger=_positive_int(lowered, "maxOffsetsPerTrigger"),
+        poll_timeout_ms=_positive_int(lowered, "kafkaConsumer.pollTimeoutMs") or 120_000,
+    )
+
+
+def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
+    lowered = _lower(options)
+    return WriteOptions(client_config=client_config(options), topic=lowered.get("topic"))

@@ -1,0 +1,159 @@
+"""Driver-side planning: which topic-partitions, which offsets, and how to split the ranges.
+
+Offsets travel as Spark's Kafka-source JSON, `{"topic": {"0": 23}}`, so they are plain dicts.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+from confluent_kafka import Consumer, TopicPartition
+from pyspark.sql.datasource import InputPartition
+
+from .options import EARLIEST, LATEST, OffsetSpec, ReadOptions, RlogOptionError, consumer_config
+
+# Every driver-side broker request waits at most this long.
+REQUEST_TIMEOUT_S = 15.0
+
+TopicPartitionKey = tuple[str, int]
+Offsets = dict[TopicPartitionKey, int]
+
+
+class RlogDataLossError(RuntimeError):
+    """Records Spark was asked to read are gone (and failOnDataLoss is true)."""
+
+
+class OffsetRange(InputPartition):
+    """One Spark input partition: records [from_offset, until_offset) of one topic-partition."""
+
+    def __init__(self, topic: str, partition: int, from_offset: int, until_offset: int) -> None:
+        super().__init__((topic, partition, from_offset, until_offset))
+        self.topic = topic
+        self.partition = partition
+        self.from_offset = from_offset
+        self.until_offset = until_offset
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, OffsetRange) and self.value == other.value
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+    def __repr__(self) -> str:
+        return (
+            f"OffsetRange({self.topic}-{self.partition} [{self.from_offset}, {self.until_offset}))"
+        )
+
+
+def to_json_offsets(offsets: Offsets) -> dict[str, dict[str, int]]:
+    result: dict[str, dict[str, int]] = {}
+    for (topic, partition), offset in sorted(offsets.items()):
+        result.setdefault(topic, {})[str(partition)] = offset
+    return result
+
+
+def from_json_offsets(offsets: Mapping[str, Mapping[str, int]]) -> Offsets:
+    return {
+        (topic, int(partition)): int(offset)
+        for topic, per_partition in offsets.items()
+        for partition, offset in per_partition.items()
+    }
+
+
+@contextmanager
+def metadata_consumer(options: ReadOptions) -> Iterator[Consumer]:
+    consumer = Consumer(consumer_config(options.client_config))
+    try:
+        yield consumer
+    finally:
+        consumer.close()
+
+
+def topic_partitions(consumer: Consumer, options: ReadOptions) -> list[TopicPartitionKey]:
+    """The topic-partitions the subscription names, sorted."""
+    kind, value = options.subscription
+    if kind == "assign":
+        try:
+            assigned = json.loads(value)
+            return sorted((str(t), int(p)) for t, parts in assigned.items() for p in parts)
+        except (ValueError, AttributeError, TypeError) as error:
+            raise RlogOptionError(
+                f"option 'assign' must be JSON like {{\"topic\":[0,1]}}, got {value!r}"
+            ) from error
+    metadata = consumer.list_topics(timeout=REQUEST_TIMEOUT_S)
+    if kind == "subscribe":
+        wanted = [t.strip() for t in value.split(",") if t.strip()]
+    else:
+        pattern = re.compile(value)
+        wanted = [t for t in metadata.topics if pattern.fullmatch(t) and not t.startswith("__")]
+    found: list[TopicPartitionKey] = []
+    for topic in wanted:
+        described = metadata.topics.get(topic)
+        if described is None or described.error is not None:
+            continue  # as Spark's Kafka source: a missing topic simply has no partitions yet
+        found.extend((topic, p) for p in described.partitions)
+    return sorted(found)
+
+
+def watermarks(
+    consumer: Consumer, keys: list[TopicPartitionKey]
+) -> dict[TopicPartitionKey, tuple[int, int]]:
+    """(log start offset, high watermark) for each topic-partition, asked of the broker."""
+    return {
+        key: consumer.get_watermark_offsets(
+            TopicPartition(*key), timeout=REQUEST_TIMEOUT_S, cached=False
+        )
+        for key in keys
+    }
+
+
+def offsets_for_timestamp(
+    consumer: Consumer, keys: list[TopicPartitionKey], timestamp_ms: int
+) -> Offsets:
+    """First offset with timestamp >= timestamp_ms; -1 (none that late) maps to latest."""
+    asked = [TopicPartition(topic, partition, timestamp_ms) for topic, partition in keys]
+    answered = consumer.offsets_for_times(asked, timeout=REQUEST_TIMEOUT_S)
+    return {(tp.topic, tp.partition): tp.offset for tp in answered}
+
+
+def resolve(
+    consumer: Consumer,
+    spec: OffsetSpec,
+    keys: list[TopicPartitionKey],
+    marks: dict[TopicPartitionKey, tuple[int, int]],
+    *,
+    missing: int,
+) -> Offsets:
+    """Concrete offsets for `spec`. A partition a JSON spec does not name gets `missing`
+    (EARLIEST or LATEST); -2/-1 in the JSON mean earliest/latest, as in Spark."""
+    if spec.kind == "timestamp":
+        assert spec.timestamp_ms is not None
+        found = offsets_for_timestamp(consumer, keys, spec.timestamp_ms)
+        return {key: marks[key][1] if found[key] < 0 else found[key] for key in keys}
+    default = {"earliest": EARLIEST, "latest": LATEST}.get(spec.kind, missing)
+    resolved: Offsets = {}
+    for key in keys:
+        low, high = marks[key]
+        wanted = spec.offsets.get(key, default)
+        resolved[key] = low if wanted == EARLIEST else high if wanted == LATEST else wanted
+    return resolved
+
+
+def split_ranges(
+    starting: Offsets, ending: Offsets, max_records_per_partition: int | None
+) -> list[OffsetRange]:
+    """One range per topic-partition, cut into pieces of at most max_records_per_partition."""
+    ranges: list[OffsetRange] = []
+    for key in sorted(ending):
+        start, end = starting.get(key, 0), ending[key]
+        if end <= start:
+            continue
+        step = max_records_per_partition or (end - start)
+        ranges.extend(
+            OffsetRange(key[0], key[1], low, min(low + step, end))
+            for low in range(start, end, step)
+        )
+    return ranges

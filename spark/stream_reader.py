@@ -1,0 +1,151 @@
+"""Streaming read: offsets are Spark's per-partition JSON, `{"topic": {"0": 42}}`.
+
+An offset is the next record to read, so a micro-batch (start, end] reads [start, end) per
+partition; restarting from a checkpoint resumes at the committed end: nothing skipped or repeated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.types import StructType
+
+from .options import EARLIEST, ReadOptions
+from .planning import (
+    OffsetRange,
+    Offsets,
+    RlogDataLossError,
+    from_json_offsets,
+    metadata_consumer,
+    resolve,
+    split_ranges,
+    to_json_offsets,
+    topic_partitions,
+    watermarks,
+)
+from .records import read_range
+
+try:  # pyspark >= 4.2: admission control and Trigger.AvailableNow
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadLimit,
+        ReadMaxRows,
+        SupportsTriggerAvailableNow,
+    )
+except ImportError:  # pyspark 4.0 / 4.1
+    ReadLimit = object  # type: ignore[assignment,misc]
+    ReadAllAvailable = ReadMaxRows = None  # type: ignore[assignment,misc]
+
+    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
+        pass
+
+
+def cap_offsets(start: Offsets, latest: Offsets, max_records: int) -> Offsets:
+    """Move at most max_records past `start`, shared among partitions in proportion to their
+    backlog (as Spark's Kafka source does); every partition with a backlog gets at least one
+    record while the budget lasts, so a query always makes progress."""
+    backlog = {key: max(0, end - start.get(key, end)) for key, end in latest.items()}
+    total = sum(backlog.values())
+    if total <= max_records:
+        return dict(latest)
+    given = {key: (lag * max_records) // total for key, lag in backlog.items()}
+    spare = max_records - sum(given.values())
+    for key in sorted(backlog, key=lambda k: -backlog[k]):
+        if spare <= 0:
+            break
+        if given[key] < backlog[key]:
+            given[key] += 1
+            spare -= 1
+    return {key: start.get(key, end) + given[key] for key, end in latest.items()}
+
+
+class RlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: ReadOptions, schema: StructType) -> None:
+        self.options = options
+        self.schema = schema
+        self._available_now_target: Offsets | None = None
+        # pyspark 4.0 calls latestOffset() without a start: remember where the last batch ended.
+        self._last_end: Offsets | None = None
+
+    # --- driver side ---------------------------------------------------------------------
+
+    def initialOffset(self) -> dict:
+        with metadata_consumer(self.options) as consumer:
+            keys = topic_partitions(consumer, self.options)
+            marks = watermarks(consumer, keys)
+            starting = resolve(consumer, self.options.starting, keys, marks, missing=EARLIEST)
+        return to_json_offsets(starting)
+
+    def _latest(self) -> Offsets:
+        with metadata_consumer(self.options) as consumer:
+            keys = topic_partitions(consumer, self.options)
+            return {key: high for key, (_low, high) in watermarks(consumer, keys).items()}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_offsets_per_trigger and ReadMaxRows is not None:
+            return ReadMaxRows(self.options.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._available_now_target = self._latest()
+
+    def latestOffset(self, start: dict | None = None, limit: ReadLimit | None = None) -> dict:
+        # Under Trigger.AvailableNow, never past what existed when the query started.
+        target = self._available_now_target
+        latest = dict(target) if target is not None else self._latest()
+        begin = from_json_offsets(start) if start is not None else self._last_end
+        if begin is not None:
+            # A partition new since `begin` starts at 0 (its earliest), as in Spark.
+            latest = {key: max(end, begin.get(key, 0)) for key, end in latest.items()}
+            max_records = self._max_records(limit)
+            if max_records is not None:
+                latest = cap_offsets({k: begin.get(k, 0) for k in latest}, latest, max_records)
+        return to_json_offsets(latest)
+
+    def _max_records(self, limit: ReadLimit | None) -> int | None:
+        if limit is None:  # pyspark 4.0: no limit passed, apply the option ourselves
+            return self.options.max_offsets_per_trigger
+        if ReadMaxRows is not None and isinstance(limit, ReadMaxRows):
+            return limit.max_rows
+        return None  # ReadAllAvailable (e.g. Trigger.AvailableNow) or another limit kind
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        begin, finish = from_json_offsets(start), from_json_offsets(end)
+        self._last_end = dict(finish)
+        for key in begin:
+            if key not in finish:
+                self._lost(f"{key[0]}-{key[1]} was at offset {begin[key]} and is gone")
+        with metadata_consumer(self.options) as consumer:
+            marks = watermarks(consumer, sorted(finish))
+        starting: Offsets = {}
+        for key, until in finish.items():
+            low, high = marks[key]
+            since = begin.get(key, low)
+            if until < since:
+                self._lost(f"{key[0]}-{key[1]} went back from offset {since} to {until}")
+                since = until
+            if since < low:
+                self._lost(f"{key[0]}-{key[1]}: offsets {since}..{low - 1} were deleted")
+                since = min(low, until)
+            if high < until:
+                self._lost(f"{key[0]}-{key[1]} ends at {high}, before the planned {until}")
+            starting[key] = since
+        return split_ranges(starting, finish, self.options.max_records_per_partition)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to commit: rlog has no consumer groups yet; the checkpoint is the truth."""
+        self._last_end = from_json_offsets(end)
+
+    def _lost(self, message: str) -> None:
+        if self.options.fail_on_data_loss:
+            raise RlogDataLossError(
+                f"{message}. Some data may have been lost; set failOnDataLoss=false to continue."
+            )
+
+    # --- executor side -------------------------------------------------------------------
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, OffsetRange), partition
+        return read_range(self.options, self.schema, partition)

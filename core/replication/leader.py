@@ -46,6 +46,20 @@ ACKS_ALL = -1
 VALID_ACKS = (0, 1, ACKS_ALL)
 
 
+# AlterPartition errors that mean our view of the partition is stale: the controller's newer
+# state reaches us through metadata, and until then the proposal's maximal ISR stays in force.
+_AWAIT_METADATA_ERRORS = frozenset(
+    {
+        ErrorCode.INVALID_UPDATE_VERSION,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.STALE_BROKER_EPOCH,
+        ErrorCode.INVALID_REQUEST,
+    }
+)
+
+
 class Leader:
     def __init__(self, local: LocalReplica, now_ms: int) -> None:
         state = local.state
@@ -57,6 +71,8 @@ class Leader:
         self._track_replicas(state, now_ms)
         self.proposed_isr: tuple[int, ...] | None = None
         self._propose_after_ms = now_ms  # backoff after a refused proposal
+        # A proposal whose fate is unknown (the answer was lost) is sent again at this time.
+        self._resend_after_ms: int | None = None
         self._pending: dict[int, PendingAck] = {}
         self._high_watermark_floor = local.high_watermark
 
@@ -301,8 +317,17 @@ class Leader:
             for pending in list(self._pending.values())
             if now_ms >= pending.deadline_ms
         ]
+        effects += self._maybe_resend_proposal(now_ms)
         effects += self._maybe_shrink_isr(now_ms)
         return effects
+
+    def _maybe_resend_proposal(self, now_ms: int) -> list[Effect]:
+        if self.proposed_isr is None or self._resend_after_ms is None:
+            return []
+        if now_ms < self._resend_after_ms:
+            return []
+        self._resend_after_ms = None
+        return [self._propose(self.proposed_isr)]
 
     def _may_propose(self, now_ms: int) -> bool:
         return self.proposed_isr is None and now_ms >= self._propose_after_ms
@@ -342,16 +367,32 @@ class Leader:
     def on_alter_partition_response(
         self, response: AlterPartitionResponse, now_ms: int
     ) -> list[Effect]:
-        """The controller's answer: a committed state is taken; an error drops the proposal,
-        and a tick or fetch after the retry backoff proposes again if it is still needed.
+        """The controller's answer: a committed state is taken.
+
+        Only INELIGIBLE_REPLICA proves the proposal was refused and nothing changed; then it is
+        dropped and proposed again, if still needed, after the retry backoff. Any other error
+        leaves its fate unknown (a lost answer may hide a commit), so the maximal ISR stays in
+        force: errors saying our state is stale wait for newer metadata to replace the
+        proposal; the rest (timeouts) send it again after the backoff. Dropping it instead
+        would let the HW pass a member the controller already counts in the ISR.
         """
         if self.proposed_isr is None:
             return []
-        self.proposed_isr = None
         state = self._state
-        if response.error != ErrorCode.NONE:
-            self._propose_after_ms = now_ms + self._local.config.alter_partition_retry_backoff_ms
+        backoff_ms = self._local.config.alter_partition_retry_backoff_ms
+        if response.error == ErrorCode.INELIGIBLE_REPLICA:
+            self.proposed_isr = None
+            self._resend_after_ms = None
+            self._propose_after_ms = now_ms + backoff_ms
             return []
+        if response.error in _AWAIT_METADATA_ERRORS:
+            self._resend_after_ms = None
+            return []
+        if response.error != ErrorCode.NONE:
+            self._resend_after_ms = now_ms + backoff_ms
+            return []
+        self.proposed_isr = None
+        self._resend_after_ms = None
         if (
             response.leader_epoch != state.leader_epoch
             or response.partition_epoch <= state.partition_epoch
@@ -367,5 +408,6 @@ class Leader:
         proposal in flight.
         """
         self.proposed_isr = None
+        self._resend_after_ms = None
         self._track_replicas(state, now_ms)
         return self._advance_high_watermark()

@@ -118,7 +118,7 @@ class Cluster:
         self.collect(leader.broker_id, leader.on_alter_partition_response(response, self.now_ms))
         self.publish(self.state.leader, self.state.leader_epoch, proposal.new_isr)
 
-    def reject_proposal(self, error: ErrorCode = ErrorCode.INVALID_UPDATE_VERSION) -> None:
+    def reject_proposal(self, error: ErrorCode = ErrorCode.INELIGIBLE_REPLICA) -> None:
         self.proposals.pop()
         assert self.state is not None
         leader = self.replicas[self.state.leader]
@@ -430,6 +430,40 @@ def test_a_rejected_proposal_is_dropped_and_proposed_again_later(tmp_path: Path)
     assert cluster[1].proposed_isr is None, "not before the retry backoff"
     cluster.tick(1)
     assert cluster[1].proposed_isr == (1,)
+
+
+def test_a_lost_answer_keeps_the_maximal_isr_and_the_proposal_is_sent_again(
+    tmp_path: Path,
+) -> None:
+    """Simulator seed 887: the controller committed an expansion but its answer was lost. If
+    the leader dropped the proposal, its HW would pass the new member the controller already
+    counts in the ISR, and that member could be elected without an acknowledged record.
+    """
+    cluster = started(tmp_path, isr=(1, 2))
+    cluster.produce(b"a", 1)
+    cluster.replicate(2)
+    cluster.replicate(3)  # 3 catches up: the leader proposes adding it
+    assert cluster[1].proposed_isr == (1, 2, 3)
+    cluster.reject_proposal(ErrorCode.REQUEST_TIMED_OUT)
+    assert cluster[1].proposed_isr == (1, 2, 3), "a lost answer may hide a commit"
+    outcome = cluster.produce(b"b")  # acks=all
+    cluster.replicate(2)
+    assert cluster[1].high_watermark == 1, "3 still counts until the outcome is known"
+    assert outcome.pending is not None
+    backoff_ms = CONFIG.alter_partition_retry_backoff_ms
+    cluster.tick(backoff_ms)
+    assert cluster.proposals, "the same proposal is sent again after the backoff"
+
+
+def test_a_stale_state_answer_waits_for_metadata_with_the_maximal_isr(tmp_path: Path) -> None:
+    cluster = started(tmp_path)
+    cluster.produce(b"a", 1)
+    cluster.tick(LAG_MS + 1)
+    assert cluster[1].proposed_isr == (1,)
+    cluster.reject_proposal(ErrorCode.INVALID_UPDATE_VERSION)
+    assert cluster[1].proposed_isr == (1,)
+    cluster.tick(CONFIG.alter_partition_retry_backoff_ms * 10)
+    assert not cluster.proposals, "no resend: newer metadata will settle it"
 
 
 def test_a_lagging_follower_rejoins_once_it_reaches_the_hw(tmp_path: Path) -> None:

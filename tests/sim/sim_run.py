@@ -1,0 +1,76 @@
+"""Run the replication simulation over many seeds, or replay one.
+
+    python tests/sim/sim_run.py --seeds 5000 [--start 0] [--steps N]
+        runs seeds start..start+seeds-1, prints each failure (seed, step, invariant, detail, the
+        tail of its trace) and a summary (failures by invariant, seeds/s, acks, faults).
+    python tests/sim/sim_run.py --seed K --trace [--steps N]
+        replays seed K exactly, printing every event as it happens, then its outcome.
+
+Options that match the suite's pinned configuration (see test_sim_replication.py):
+    --fetch-v12 {seed,on,off}   who decides whether followers send Fetch v12 (default: the seed)
+    --no-visible-hw             do not check that the HW shown to consumers never moves back
+By default everything is checked, so known open bugs show up here as failures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from sim_cluster import SimOptions, run_seed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--seeds", type=int, default=100, help="how many seeds to run")
+    parser.add_argument("--start", type=int, default=0, help="the first seed")
+    parser.add_argument("--steps", type=int, default=SimOptions.steps, help="steps per seed")
+    parser.add_argument("--seed", type=int, help="replay this one seed")
+    parser.add_argument("--trace", action="store_true", help="with --seed: print every event")
+    parser.add_argument("--fetch-v12", choices=("seed", "on", "off"), default="seed")
+    parser.add_argument("--no-visible-hw", action="store_true")
+    parser.add_argument("--tail", type=int, default=25, help="trace lines shown per failure")
+    args = parser.parse_args(argv)
+    fetch_v12 = {"seed": None, "on": True, "off": False}[args.fetch_v12]
+    options = SimOptions(
+        steps=args.steps, fetch_v12=fetch_v12, check_visible_hw=not args.no_visible_hw
+    )
+    if args.seed is not None:
+        outcome = run_seed(args.seed, options, echo=args.trace)
+        print(f"seed {args.seed}: {'ok' if outcome.ok else 'FAILED'} after step {outcome.step}")
+        if not outcome.ok:
+            print(f"  {outcome.invariant}: {outcome.detail}")
+        print(f"  {outcome.summary} trace sha256 {outcome.trace_hash[:16]}")
+        return 0 if outcome.ok else 1
+    failures: Counter[str] = Counter()
+    totals: Counter[str] = Counter()
+    started = time.perf_counter()
+    for seed in range(args.start, args.start + args.seeds):
+        outcome = run_seed(seed, options)
+        totals.update(outcome.summary)
+        if outcome.ok:
+            continue
+        failures[outcome.invariant or "?"] += 1
+        print(f"FAIL seed {seed} step {outcome.step} {outcome.invariant}: {outcome.detail}")
+        for line in outcome.trace_tail[-args.tail :]:
+            print(f"    {line}")
+        print(f"    replay: python tests/sim/sim_run.py --seed {seed} --trace")
+    elapsed = time.perf_counter() - started
+    print(
+        f"{args.seeds} seeds ({args.start}..{args.start + args.seeds - 1}) in {elapsed:.1f} s "
+        f"({args.seeds / elapsed:.1f} seeds/s): {sum(failures.values())} failed {dict(failures)}; "
+        f"acked {totals['acked']}, failed {totals['failed']}, unknown {totals['unknown']}, "
+        f"faults {totals['faults']}, virtual {totals['virtual_ms'] / 1000:.0f} s"
+    )
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

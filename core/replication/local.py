@@ -102,6 +102,10 @@ class LocalReplica:
         leaves epoch entries past the LEO, which load() drops.
         """
         if offset >= self.log.log_end_offset:
+            # Nothing to cut from the log, but an epoch may start at the LEO with no data in it
+            # (an ex-leader that wrote nothing): left in place, it would be sent as the last
+            # fetched epoch forever and every Fetch v12 would answer DivergingEpoch again.
+            self.epochs.truncate_from_end(offset)
             return []
         self.log.truncate_to(offset)
         self.epochs.truncate_from_end(offset)

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
+# The controller's answer to a ProposeIsr: one type shared by both sides.
+from rlog.core.controller.api import AlterPartitionResponse as AlterPartitionResponse
 from rlog.core.protocol.errors import ErrorCode
 from rlog.core.storage.files import FileSlice
 
@@ -49,17 +51,6 @@ class PartitionState:
     isr: tuple[int, ...]
     replicas: tuple[int, ...]
     partition_epoch: int
-
-
-@dataclass(frozen=True, slots=True)
-class AlterPartitionResponse:
-    """The controller's answer to a ProposeIsr: the committed state, or an error."""
-
-    error: ErrorCode
-    leader: int = NO_LEADER
-    leader_epoch: int = NO_EPOCH
-    isr: tuple[int, ...] = ()
-    partition_epoch: int = NO_EPOCH
 
 
 # ---- effects ----

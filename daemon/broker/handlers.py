@@ -13,15 +13,20 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from rlog.core import limits
+from rlog.core.controller.validation import topic_name_problem
 from rlog.core.partition import SOLE_LEADER_EPOCH
 from rlog.core.protocol.apis import SUPPORTED, ApiKey
 from rlog.core.protocol.connection import Request
 from rlog.core.protocol.errors import ErrorCode
 from rlog.daemon.broker.producer_ids import ProducerIdAllocator
 from rlog.daemon.broker.replica_manager import ReplicaManager
-from rlog.daemon.broker.topics import TopicInfo, topic_name_problem
+from rlog.daemon.broker.topics import TopicInfo
 
 log = logging.getLogger(__name__)
+
+# Topic names follow the controller's rules; the single-broker store passes no existing names,
+# so the check for names colliding on "." vs "_" arrives with the controller's metadata.
+NO_EXISTING_TOPICS: tuple[str, ...] = ()
 
 Body = dict[str, Any]
 Handler = Callable[[Request], Awaitable[Body | None]]
@@ -112,7 +117,7 @@ class Handlers:
                 name not in topics
                 and allow_auto_create
                 and self.settings.auto_create_topics_enable
-                and topic_name_problem(name) is None
+                and topic_name_problem(name, NO_EXISTING_TOPICS) is None
             ):
                 log.info("auto-creating topic %s", name)
                 self.replicas.create_topic(TopicInfo(name, self.settings.num_partitions))
@@ -131,7 +136,7 @@ class Handlers:
     def _topic_metadata(self, name: str) -> Body:
         topic = self.replicas.topics.topics.get(name)
         if topic is None:
-            problem = topic_name_problem(name)
+            problem = topic_name_problem(name, NO_EXISTING_TOPICS)
             code = (
                 ErrorCode.INVALID_TOPIC_EXCEPTION
                 if problem
@@ -347,7 +352,7 @@ class Handlers:
         self, topic: Body, validate_only: bool, seen: set[str]
     ) -> tuple[ErrorCode, str | None]:
         name = topic["name"]
-        problem = topic_name_problem(name)
+        problem = topic_name_problem(name, NO_EXISTING_TOPICS)
         if problem:
             return ErrorCode.INVALID_TOPIC_EXCEPTION, problem
         if name in seen:

@@ -11,25 +11,8 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
-
-TOPIC_NAME_MAX_LENGTH = 249
-_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
-
-
-def topic_name_problem(name: str) -> str | None:
-    """Why a topic name is illegal under Kafka's rules, or None when it is fine."""
-    if not name:
-        return "topic name is empty"
-    if name in (".", ".."):
-        return f"topic name cannot be {name!r}"
-    if len(name) > TOPIC_NAME_MAX_LENGTH:
-        return f"topic name is longer than {TOPIC_NAME_MAX_LENGTH} characters"
-    if not _LEGAL_TOPIC.fullmatch(name):
-        return f"topic name {name!r} has characters other than ASCII letters, digits, '.', '_', '-'"
-    return None
 
 
 @dataclass

@@ -129,14 +129,25 @@ def heartbeat_action(
     raise AssertionError(f"no heartbeat transition for {inputs}")
 
 
+def _registration_error(
+    state: ControllerState, broker_id: int, broker_epoch: int
+) -> ErrorCode | None:
+    """A request from a broker must come from its current registration."""
+    broker = state.image.brokers.get(broker_id)
+    if broker is None:
+        return ErrorCode.BROKER_ID_NOT_REGISTERED
+    if broker.epoch != broker_epoch:
+        return ErrorCode.STALE_BROKER_EPOCH
+    return None
+
+
 def handle_heartbeat(
     state: ControllerState, request: BrokerHeartbeatRequest, now_ms: int
 ) -> BrokerHeartbeatResponse:
-    broker = state.image.brokers.get(request.broker_id)
-    if broker is None:
-        return BrokerHeartbeatResponse(ErrorCode.BROKER_ID_NOT_REGISTERED)
-    if broker.epoch != request.broker_epoch:
-        return BrokerHeartbeatResponse(ErrorCode.STALE_BROKER_EPOCH)
+    error = _registration_error(state, request.broker_id, request.broker_epoch)
+    if error is not None:
+        return BrokerHeartbeatResponse(error)
+    broker = state.image.brokers[request.broker_id]
     state.last_contact_ms[broker.broker_id] = now_ms
     # Caught up once it has applied its own registration record.
     caught_up = request.current_metadata_offset >= broker.epoch
@@ -163,13 +174,13 @@ def handle_heartbeat(
 def handle_allocate_producer_ids(
     state: ControllerState, request: AllocateProducerIdsRequest, now_ms: int
 ) -> AllocateProducerIdsResponse:
-    broker = state.image.brokers.get(request.broker_id)
-    if broker is None:
-        return AllocateProducerIdsResponse(ErrorCode.BROKER_ID_NOT_REGISTERED)
-    if broker.epoch != request.broker_epoch:
-        return AllocateProducerIdsResponse(ErrorCode.STALE_BROKER_EPOCH)
+    error = _registration_error(state, request.broker_id, request.broker_epoch)
+    if error is not None:
+        return AllocateProducerIdsResponse(error)
     start = state.image.next_producer_id
     if start + PRODUCER_ID_BLOCK_SIZE > PRODUCER_ID_MAX:
         return AllocateProducerIdsResponse(ErrorCode.UNKNOWN_SERVER_ERROR)
-    state.emit(AllocateProducerIds(broker.broker_id, broker.epoch, start + PRODUCER_ID_BLOCK_SIZE))
+    state.emit(
+        AllocateProducerIds(request.broker_id, request.broker_epoch, start + PRODUCER_ID_BLOCK_SIZE)
+    )
     return AllocateProducerIdsResponse(ErrorCode.NONE, start, PRODUCER_ID_BLOCK_SIZE)

@@ -32,6 +32,12 @@ class ClusterSettings:
     restart_backoff_ms: int = 500
     restart_backoff_max_ms: int = 30_000
     shutdown_timeout_ms: int = 30_000
+    # The controller's listener; 0 means the port after the last broker's (base_port + brokers).
+    controller_port: int = 0
+
+    @property
+    def resolved_controller_port(self) -> int:
+        return self.controller_port or self.base_port + self.brokers
 
 
 # Broker keys: Kafka's name -> (attribute, type). The log.* keys are the broker-wide defaults of
@@ -55,6 +61,19 @@ _BROKER_KEYS: dict[str, tuple[str, type]] = {
     "log.flush.offset.checkpoint.interval.ms": ("log_flush_offset_checkpoint_interval_ms", int),
     "log.message.timestamp.type": ("log_message_timestamp_type", str),
     "log.cleanup.policy": ("log_cleanup_policy", str),
+    # Replication: defaults of the per-topic configs, and the replicas' own settings.
+    "min.insync.replicas": ("min_insync_replicas", int),
+    "unclean.leader.election.enable": ("unclean_leader_election_enable", bool),
+    "replica.lag.time.max.ms": ("replica_lag_time_max_ms", int),
+    "replica.fetch.max.bytes": ("replica_fetch_max_bytes", int),
+    "replica.fetch.wait.max.ms": ("replica_fetch_wait_max_ms", int),
+    "replica.fetch.backoff.ms": ("replica_fetch_backoff_ms", int),
+    "replica.socket.timeout.ms": ("replica_socket_timeout_ms", int),
+    # The controller: broker liveness and leader balance.
+    "broker.session.timeout.ms": ("broker_session_timeout_ms", int),
+    "broker.heartbeat.interval.ms": ("broker_heartbeat_interval_ms", int),
+    "auto.leader.rebalance.enable": ("auto_leader_rebalance_enable", bool),
+    "leader.imbalance.check.interval.seconds": ("leader_imbalance_check_interval_seconds", int),
 }
 
 _NEVER = 2**63 - 1
@@ -80,6 +99,17 @@ class BrokerSettings:
     log_flush_offset_checkpoint_interval_ms: int = 60_000
     log_message_timestamp_type: str = "CreateTime"
     log_cleanup_policy: str = "delete"
+    min_insync_replicas: int = 1
+    unclean_leader_election_enable: bool = False
+    replica_lag_time_max_ms: int = 30_000
+    replica_fetch_max_bytes: int = 1024 * 1024
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_backoff_ms: int = 1_000
+    replica_socket_timeout_ms: int = 30_000
+    broker_session_timeout_ms: int = 9_000
+    broker_heartbeat_interval_ms: int = 2_000
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_seconds: int = 300
 
     def to_kafka_properties(self) -> dict[str, str]:
         """These settings under Kafka's names, as DescribeConfigs shows them."""
@@ -147,6 +177,14 @@ def _cluster_settings(table: dict[str, Any]) -> ClusterSettings:
         raise ConfigError(f"[cluster] brokers: {settings.brokers} is not within 1..64")
     if not 1 <= settings.base_port <= 65535 - settings.brokers:
         raise ConfigError(f"[cluster] base_port: {settings.base_port} is not a usable port")
+    broker_ports = range(settings.base_port, settings.base_port + settings.brokers)
+    if settings.controller_port and (
+        not 1 <= settings.controller_port <= 65535 or settings.controller_port in broker_ports
+    ):
+        raise ConfigError(
+            f"[cluster] controller_port: {settings.controller_port} is not a usable port "
+            "(brokers use base_port .. base_port + brokers - 1)"
+        )
     return settings
 
 
@@ -162,8 +200,29 @@ def broker_settings(table: dict[str, Any]) -> BrokerSettings:
         settings.log_config()
     except ValueError as error:
         raise ConfigError(f"[broker] {error}") from None
-    if settings.num_partitions < 1:
-        raise ConfigError("[broker] num.partitions: must be at least 1")
+    for key in (
+        "num.partitions",
+        "default.replication.factor",
+        "min.insync.replicas",
+        "replica.fetch.max.bytes",
+        "broker.session.timeout.ms",
+        "broker.heartbeat.interval.ms",
+        "leader.imbalance.check.interval.seconds",
+    ):
+        if getattr(settings, _BROKER_KEYS[key][0]) < 1:
+            raise ConfigError(f"[broker] {key}: must be at least 1")
+    for key in (
+        "replica.lag.time.max.ms",
+        "replica.fetch.wait.max.ms",
+        "replica.fetch.backoff.ms",
+        "replica.socket.timeout.ms",
+    ):
+        if getattr(settings, _BROKER_KEYS[key][0]) < 0:
+            raise ConfigError(f"[broker] {key}: must not be negative")
+    if settings.broker_heartbeat_interval_ms >= settings.broker_session_timeout_ms:
+        raise ConfigError(
+            "[broker] broker.heartbeat.interval.ms: must be below broker.session.timeout.ms"
+        )
     if settings.socket_request_max_bytes <= settings.message_max_bytes:
         raise ConfigError("[broker] socket.request.max.bytes: must exceed message.max.bytes")
     return settings

@@ -42,9 +42,14 @@ class ApiKey(IntEnum):
     ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
     DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_PARTITION = 56
     DESCRIBE_CLUSTER = 60
+    BROKER_REGISTRATION = 62
+    BROKER_HEARTBEAT = 63
+    ALLOCATE_PRODUCER_IDS = 67
 
     @property
     def schema_name(self) -> str:
@@ -72,6 +77,24 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_CONFIGS: (0, 3),
     ApiKey.INIT_PRODUCER_ID: (0, 1),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 3),
+}
+
+# Versions the controller serves: brokers register, heartbeat, fetch the metadata log
+# (`__cluster_metadata`, by Fetch), propose ISR changes and take producer-id blocks; brokers
+# forward admin requests (topics, elections) here. KRaft's own APIs, with topic names
+# (AlterPartition v0-1) since rlog's metadata is keyed by name.
+CONTROLLER_SUPPORTED: dict[ApiKey, tuple[int, int]] = {
+    ApiKey.API_VERSIONS: (0, 3),
+    ApiKey.FETCH: (4, 11),
+    ApiKey.CREATE_TOPICS: (0, 4),
+    ApiKey.DELETE_TOPICS: (0, 3),
+    ApiKey.CREATE_PARTITIONS: (0, 1),
+    ApiKey.ELECT_LEADERS: (0, 2),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),
+    ApiKey.ALTER_PARTITION: (0, 1),
+    ApiKey.BROKER_REGISTRATION: (0, 0),
+    ApiKey.BROKER_HEARTBEAT: (0, 0),
+    ApiKey.ALLOCATE_PRODUCER_IDS: (0, 0),
 }
 
 # Header versions: request v1 / response v0, or v2 / v1 in flexible versions (tags added).

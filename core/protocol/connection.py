@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import struct
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from functools import cache
@@ -148,8 +149,15 @@ def _frame(out: bytearray, parts: list[Part]) -> list[Part]:
 class ServerConnection:
     """The broker's side of one Kafka connection."""
 
-    def __init__(self, max_request_bytes: int = limits.SOCKET_REQUEST_MAX_BYTES) -> None:
+    def __init__(
+        self,
+        max_request_bytes: int = limits.SOCKET_REQUEST_MAX_BYTES,
+        supported: Mapping[ApiKey, tuple[int, int]] = SUPPORTED,
+    ) -> None:
+        """`supported`: the API versions this server serves (the broker's, or the controller's
+        CONTROLLER_SUPPORTED); anything else is refused before its body is decoded."""
         self._reader = _FrameReader(REQUEST_HEADER_MIN_BYTES, max_request_bytes)
+        self._supported = supported
         self._error: RemoteProtocolError | None = None
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
@@ -164,7 +172,7 @@ class ServerConnection:
             frame = self._reader.next_frame()
             if isinstance(frame, Signal):
                 return frame
-            return _parse_request(frame)
+            return _parse_request(frame, self._supported)
         except RemoteProtocolError as exc:
             self._error = exc
             raise
@@ -206,12 +214,12 @@ def _route(api_key: ApiKey, version: int) -> _Route:
 _API_KEYS = {int(key): key for key in ApiKey}
 
 
-def _parse_request(frame: memoryview) -> Request:
+def _parse_request(frame: memoryview, supported: Mapping[ApiKey, tuple[int, int]]) -> Request:
     raw_key, version = _API_KEY_AND_VERSION.unpack_from(frame, 0)
     api_key = _API_KEYS.get(raw_key)
     if api_key is None:
         raise RemoteProtocolError(f"unknown api key {raw_key}")
-    versions = SUPPORTED.get(api_key)
+    versions = supported.get(api_key)
     if versions is None:
         raise RemoteProtocolError(f"api {api_key.name} is not served")
     try:

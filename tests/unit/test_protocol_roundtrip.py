@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rlog.core.protocol.apis import SUPPORTED, ApiKey
+from rlog.core.protocol.apis import CONTROLLER_SUPPORTED, SUPPORTED, ApiKey
 from rlog.core.protocol.codec import codec_for
 from rlog.core.protocol.schema import Field, Message, Struct, load_message, snake_case
 
@@ -98,12 +98,17 @@ def check_round_trip(message: Message, version: int, value: dict[str, Any]) -> N
     assert codec.encode(decoded) == encoded  # the decoded dict is a valid body, same bytes
 
 
-SUPPORTED_CASES = [
-    (api.request_schema if kind == "request" else api.response_schema, version)
-    for api, (low, high) in SUPPORTED.items()
-    for version in range(low, high + 1)
-    for kind in ("request", "response")
-]
+# The broker's APIs and the controller's (brokers are its clients).
+SERVED = [*SUPPORTED.items(), *CONTROLLER_SUPPORTED.items()]
+
+SUPPORTED_CASES = sorted(
+    {
+        (api.request_schema if kind == "request" else api.response_schema, version)
+        for api, (low, high) in SERVED
+        for version in range(low, high + 1)
+        for kind in ("request", "response")
+    }
+)
 
 
 @pytest.mark.parametrize(("name", "version"), SUPPORTED_CASES)
@@ -180,7 +185,7 @@ def test_api_table_matches_the_schemas() -> None:
     for api in ApiKey:
         for name in (api.request_schema, api.response_schema):
             assert load_message(name).api_key == api, name
-    for api, (low, high) in SUPPORTED.items():
+    for api, (low, high) in SERVED:
         for name in (api.request_schema, api.response_schema):
             versions = load_message(name).valid_versions
             assert low in versions and high in versions, name

@@ -120,6 +120,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--data-dir", type=Path, required=True, help="this broker's log dir")
     parser.add_argument("--config", type=Path, default=None, help="rlog TOML config file")
+    parser.add_argument(
+        "--controller", default=None, help="the controller's HOST:PORT (rlogd passes it)"
+    )
+    parser.add_argument(
+        "--cluster-id", default=None, help="the cluster's id (rlogd makes it once per data dir)"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO,

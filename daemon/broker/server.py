@@ -13,9 +13,11 @@ import contextlib
 import logging
 import os
 import socket
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from rlog.core import limits
+from rlog.core.protocol.apis import SUPPORTED, ApiKey
 from rlog.core.protocol.connection import (
     CONNECTION_CLOSED,
     NEED_DATA,
@@ -23,7 +25,6 @@ from rlog.core.protocol.connection import (
     Request,
     ServerConnection,
 )
-from rlog.daemon.broker.handlers import Handlers
 
 log = logging.getLogger(__name__)
 
@@ -33,10 +34,22 @@ RECEIVE_CHUNK_BYTES = 256 * 1024
 _Pending = tuple[Request, "asyncio.Task[dict[str, Any] | None]"] | None
 
 
+class RequestHandler(Protocol):
+    async def handle(self, request: Request) -> dict[str, Any] | None: ...
+
+
 class BrokerServer:
-    def __init__(self, handlers: Handlers, max_request_bytes: int) -> None:
+    """A Kafka listener: the broker's, and the controller's (with its own `supported` table)."""
+
+    def __init__(
+        self,
+        handlers: RequestHandler,
+        max_request_bytes: int,
+        supported: Mapping[ApiKey, tuple[int, int]] = SUPPORTED,
+    ) -> None:
         self.handlers = handlers
         self.max_request_bytes = max_request_bytes
+        self.supported = supported
         self._listener: socket.socket | None = None
         self._connections: set[asyncio.Task[None]] = set()
 
@@ -73,7 +86,7 @@ class BrokerServer:
 
     async def _serve_connection(self, client: socket.socket, address: Any) -> None:
         loop = asyncio.get_running_loop()
-        codec = ServerConnection(max_request_bytes=self.max_request_bytes)
+        codec = ServerConnection(self.max_request_bytes, self.supported)
         # Bounded: a client pipelining more requests than this waits for answers before we read on.
         pending: asyncio.Queue[_Pending] = asyncio.Queue(limits.CONNECTION_INFLIGHT_MAX)
         writer = asyncio.create_task(self._write_responses(client, codec, pending))

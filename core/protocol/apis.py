@@ -74,6 +74,8 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.API_VERSIONS: (0, 3),
     ApiKey.CREATE_TOPICS: (0, 4),
     ApiKey.DELETE_TOPICS: (0, 3),
+    ApiKey.CREATE_PARTITIONS: (0, 1),
+    ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.DESCRIBE_CONFIGS: (0, 3),
     ApiKey.INIT_PRODUCER_ID: (0, 1),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 3),

@@ -142,6 +142,15 @@ class Replica:
 
     # ---- metadata ----
 
+    def update_config(self, config: ReplicaConfig) -> None:
+        """A dynamic topic config changed (min.insync.replicas, replica.lag.time.max.ms): the
+        next produce and tick use it."""
+        self._local.config = config
+
+    @property
+    def config(self) -> ReplicaConfig:
+        return self._local.config
+
     def apply_partition_state(self, state: PartitionState, now_ms: int) -> list[Effect]:
         """Take the controller's state, unless it is older than (or repeats) the one we hold."""
         current = self._local.state
@@ -217,7 +226,7 @@ class Replica:
         min_one_batch: bool = True,
     ) -> FollowerFetchResult:
         """A follower's Fetch: its LEO is `fetch_offset`; the answer reads up to our LEO."""
-        error = self._leader_error(current_leader_epoch)
+        error = self.leader_error(current_leader_epoch)
         if error is not None:
             return FollowerFetchResult(error)
         assert isinstance(self._role, Leader)
@@ -241,7 +250,7 @@ class Replica:
         min_one_batch: bool = True,
     ) -> ReadResult:
         """A consumer's Fetch: records from `fetch_offset`, never past the HW."""
-        error = self._leader_error(current_leader_epoch)
+        error = self.leader_error(current_leader_epoch)
         if error is not None:
             return ReadResult(error, -1, -1, -1)
         high_watermark = self.high_watermark
@@ -259,14 +268,16 @@ class Replica:
         self, requested_epoch: int, current_leader_epoch: int
     ) -> EpochEndOffset:
         """The largest epoch <= `requested_epoch` we know and where it ends (KIP-279)."""
-        error = self._leader_error(current_leader_epoch)
+        error = self.leader_error(current_leader_epoch)
         if error is not None:
             return EpochEndOffset(error)
         epoch, end_offset = self.epochs.end_offset_for(requested_epoch, self.log_end_offset)
         return EpochEndOffset(ErrorCode.NONE, epoch, end_offset)
 
-    def _leader_error(self, current_leader_epoch: int) -> ErrorCode | None:
-        """Kafka's order: a stale or future epoch first, then leadership."""
+    def leader_error(self, current_leader_epoch: int) -> ErrorCode | None:
+        """Why this replica cannot serve a leader-only request sent in `current_leader_epoch`
+        (NO_EPOCH: not checked), or None. Kafka's order: a stale or future epoch first, then
+        leadership."""
         error = leader_epoch_error(current_leader_epoch, self.leader_epoch)
         if error is None and not isinstance(self._role, Leader):
             error = ErrorCode.NOT_LEADER_OR_FOLLOWER

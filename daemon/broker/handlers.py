@@ -2,11 +2,14 @@
 
 Handlers build one response dict for every version; the codec keeps the fields a version has.
 They never raise for bad input from a client: every problem becomes the protocol's error code on
-the part of the request it concerns, and the rest of the request is still served.
+the part of the request it concerns, and the rest of the request is still served. Cluster state
+(brokers, topics, leaders, ISRs) comes from the metadata image the controller link keeps; admin
+requests (create/delete topics, partitions, elections) are forwarded to the controller.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -14,57 +17,54 @@ from typing import Any
 
 from rlog.core import limits
 from rlog.core.controller.validation import topic_name_problem
-from rlog.core.partition import SOLE_LEADER_EPOCH
+from rlog.core.metadata.image import MetadataImage
 from rlog.core.protocol.apis import SUPPORTED, ApiKey
 from rlog.core.protocol.connection import Request
 from rlog.core.protocol.errors import ErrorCode
+from rlog.core.replication import NO_EPOCH
+from rlog.daemon.broker.controller_link import ControllerLink
 from rlog.daemon.broker.producer_ids import ProducerIdAllocator
-from rlog.daemon.broker.replica_manager import ReplicaManager
-from rlog.daemon.broker.topics import TopicInfo
+from rlog.daemon.broker.replica_manager import ReplicaManager, now_ms
+from rlog.daemon.wire import WireError
 
 log = logging.getLogger(__name__)
-
-# Topic names follow the controller's rules; the single-broker store passes no existing names,
-# so the check for names colliding on "." vs "_" arrives with the controller's metadata.
-NO_EXISTING_TOPICS: tuple[str, ...] = ()
 
 Body = dict[str, Any]
 Handler = Callable[[Request], Awaitable[Body | None]]
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
-# Until replication lands, every partition has had one leader, in this epoch.
-LEADER_EPOCH = SOLE_LEADER_EPOCH
+CONSUMER_REPLICA_ID = -1
+DEBUGGING_REPLICA_ID = -2  # ListOffsets from tools: any replica answers, latest = its LEO
+# How long a CreateTopics answer waits for the new topic to reach this broker's metadata, so
+# the client's next Metadata here shows it.
+TOPIC_PROPAGATION_WAIT_S = 5.0
+AUTO_CREATE_WAIT_S = 1.0
 
 # DescribeConfigs resource types and config sources (Kafka's ConfigResource / ConfigSource).
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
-SOURCE_TOPIC_CONFIG = 1
+SOURCE_DYNAMIC_TOPIC_CONFIG = 1
+SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 SOURCE_STATIC_BROKER_CONFIG = 4
 SOURCE_DEFAULT_CONFIG = 5
 CONFIG_TYPE_STRING = 2
 CONFIG_TYPE_LONG = 5
 
 
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class Handlers:
     def __init__(
         self,
         broker_id: int,
-        host: str,
-        port: int,
         cluster_id: str,
         replicas: ReplicaManager,
+        link: ControllerLink,
         producer_ids: ProducerIdAllocator,
     ) -> None:
         self.broker_id = broker_id
-        self.host = host
-        self.port = port
         self.cluster_id = cluster_id
         self.replicas = replicas
+        self.link = link
         self.settings = replicas.settings
         self.producer_ids = producer_ids
         self.table: dict[ApiKey, Handler] = {
@@ -75,12 +75,18 @@ class Handlers:
             ApiKey.LIST_OFFSETS: self.list_offsets,
             ApiKey.CREATE_TOPICS: self.create_topics,
             ApiKey.DELETE_TOPICS: self.delete_topics,
+            ApiKey.CREATE_PARTITIONS: self.create_partitions,
+            ApiKey.ELECT_LEADERS: self.elect_leaders,
             ApiKey.DESCRIBE_CONFIGS: self.describe_configs,
             ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch,
         }
         missing = set(SUPPORTED) - set(self.table)
         assert not missing, f"advertised APIs without a handler: {missing}"
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.link.image
 
     async def handle(self, request: Request) -> Body | None:
         return await self.table[ApiKey(request.api_key)](request)
@@ -108,35 +114,64 @@ class Handlers:
     async def metadata(self, request: Request) -> Body:
         body = request.body
         requested = body.get("topics")
-        topics = self.replicas.topics.topics
-        names = sorted(topics) if requested is None else [t["name"] for t in requested]
+        image = self.image
+        names = sorted(image.topics) if requested is None else [t["name"] for t in requested]
         allow_auto_create = body.get("allow_auto_topic_creation", True)
-        results = []
-        for name in names:
-            if (
-                name not in topics
-                and allow_auto_create
-                and self.settings.auto_create_topics_enable
-                and topic_name_problem(name, NO_EXISTING_TOPICS) is None
-            ):
-                log.info("auto-creating topic %s", name)
-                self.replicas.create_topic(TopicInfo(name, self.settings.num_partitions))
-            results.append(self._topic_metadata(name))
+        if requested is not None and allow_auto_create and self.settings.auto_create_topics_enable:
+            await self._auto_create([n for n in names if n not in image.topics])
+        image = self.image
+        live = image.live_brokers()
+        live_ids = {b.broker_id for b in live}
+        controller_id = self.broker_id if self.broker_id in live_ids else -1
+        if controller_id == -1 and live_ids:
+            controller_id = min(live_ids)
         return {
             "throttle_time_ms": 0,
             "brokers": [
-                {"node_id": self.broker_id, "host": self.host, "port": self.port, "rack": None}
+                {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
+                for b in sorted(live, key=lambda b: b.broker_id)
             ],
             "cluster_id": self.cluster_id,
-            "controller_id": self.broker_id,
-            "topics": results,
+            # Admin clients send topic requests here; every broker forwards them.
+            "controller_id": controller_id,
+            "topics": [self._topic_metadata(image, name, live_ids) for name in names],
             "cluster_authorized_operations": -(2**31),
         }
 
-    def _topic_metadata(self, name: str) -> Body:
-        topic = self.replicas.topics.topics.get(name)
+    async def _auto_create(self, names: list[str]) -> None:
+        wanted = [n for n in names if topic_name_problem(n, self.image.topics) is None]
+        if not wanted:
+            return
+        log.info("auto-creating topics %s", wanted)
+        body = {
+            "topics": [
+                {
+                    "name": name,
+                    "num_partitions": -1,
+                    "replication_factor": -1,
+                    "assignments": [],
+                    "configs": [],
+                }
+                for name in wanted
+            ],
+            "timeout_ms": 5000,
+            "validate_only": False,
+        }
+        try:
+            await self.link.forward(ApiKey.CREATE_TOPICS, 4, body, self._controller_timeout_s())
+        except WireError as error:
+            log.warning("auto-creating %s: %s", wanted, error)
+            return
+        # Kafka answers LEADER_NOT_AVAILABLE at once; waiting a moment for the new topic lets
+        # most clients go on without a retry round.
+        await self.link.wait_for_image(
+            lambda image: all(_has_leaders(image, name) for name in wanted), AUTO_CREATE_WAIT_S
+        )
+
+    def _topic_metadata(self, image: MetadataImage, name: str, live_ids: set[int]) -> Body:
+        topic = image.topics.get(name)
         if topic is None:
-            problem = topic_name_problem(name, NO_EXISTING_TOPICS)
+            problem = topic_name_problem(name, ())
             code = (
                 ErrorCode.INVALID_TOPIC_EXCEPTION
                 if problem
@@ -145,15 +180,17 @@ class Handlers:
             return {"error_code": code, "name": name, "is_internal": False, "partitions": []}
         partitions = [
             {
-                "error_code": ErrorCode.NONE,
+                "error_code": ErrorCode.NONE
+                if info.leader >= 0
+                else ErrorCode.LEADER_NOT_AVAILABLE,
                 "partition_index": index,
-                "leader_id": self.broker_id,
-                "leader_epoch": LEADER_EPOCH,
-                "replica_nodes": [self.broker_id],
-                "isr_nodes": [self.broker_id],
-                "offline_replicas": [],
+                "leader_id": info.leader,
+                "leader_epoch": info.leader_epoch,
+                "replica_nodes": list(info.replicas),
+                "isr_nodes": list(info.isr),
+                "offline_replicas": [r for r in info.replicas if r not in live_ids],
             }
-            for index in range(topic.partitions)
+            for index, info in sorted(topic.partitions.items())
         ]
         return {
             "error_code": ErrorCode.NONE,
@@ -172,20 +209,28 @@ class Handlers:
             if request.api_version >= 4
             else ErrorCode.NOT_LEADER_OR_FOLLOWER
         )
-        responses = []
+        waits: list[Awaitable[Body]] = []
+        shape: list[tuple[str, int]] = []
         for topic in body["topic_data"]:
-            partition_responses = []
             for data in topic["partition_data"]:
-                partition_responses.append(
-                    self._produce_partition(topic["name"], data, acks, storage_error)
+                waits.append(
+                    self._produce_partition(
+                        topic["name"], data, acks, body["timeout_ms"], storage_error
+                    )
                 )
-            responses.append({"name": topic["name"], "partition_responses": partition_responses})
+                shape.append((topic["name"], len(waits) - 1))
+        answers = await asyncio.gather(*waits)
         if acks == 0:
             return None  # acks=0: the client expects no answer at all
+        responses: list[Body] = []
+        for name, position in shape:
+            if not responses or responses[-1]["name"] != name:
+                responses.append({"name": name, "partition_responses": []})
+            responses[-1]["partition_responses"].append(answers[position])
         return {"responses": responses, "throttle_time_ms": 0}
 
-    def _produce_partition(
-        self, topic: str, data: Body, acks: int, storage_error: ErrorCode
+    async def _produce_partition(
+        self, topic: str, data: Body, acks: int, timeout_ms: int, storage_error: ErrorCode
     ) -> Body:
         index = data["index"]
         answer: Body = {
@@ -193,45 +238,76 @@ class Handlers:
             "base_offset": -1,
             "log_append_time_ms": -1,
             "log_start_offset": -1,
+            "record_errors": [],
+            "error_message": None,
         }
         if acks not in (0, 1, -1):
             return answer | {"error_code": ErrorCode.INVALID_REQUIRED_ACKS}
-        partition = self.replicas.partition(topic, index)
-        if partition is None:
-            return answer | {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+        replica = self.replicas.replica(topic, index)
+        if replica is None:
+            code = (
+                ErrorCode.NOT_LEADER_OR_FOLLOWER
+                if self.image.partition(topic, index) is not None
+                else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            )
+            return answer | {"error_code": code}
         now = now_ms()
         try:
-            result = partition.append(data["records"], now)
-            if result.error == ErrorCode.NONE and partition.log.flush_due(now):
-                partition.log.flush()
+            outcome = replica.append_as_leader(
+                data["records"], acks, now, required_acks_timeout_ms=max(0, timeout_ms)
+            )
+            result = outcome.result
+            if result.error == ErrorCode.NONE and replica.log.flush_due(now):
+                replica.log.flush()
         except OSError as error:
             log.error("storage error appending to %s-%d: %s", topic, index, error)
             return answer | {
                 "error_code": storage_error,
                 "error_message": f"storage error: {error}",
             }
+        key = (topic, index)
+        waiting = (
+            self.replicas.expect_produce(key, outcome.pending.pending_id)
+            if outcome.pending is not None
+            else None
+        )
+        self.replicas.handle_effects(outcome.effects)
         if result.error != ErrorCode.NONE:
             log.info("produce to %s-%d refused: %s", topic, index, result.error_message)
-        else:
-            self.replicas.notify((topic, index))
-        return {
-            "index": index,
-            "error_code": result.error,
+            return answer | {
+                "error_code": result.error,
+                "log_start_offset": result.log_start_offset,
+                "error_message": result.error_message,
+            }
+        self.replicas.notify(key)  # followers waiting for new records
+        answer |= {
+            "error_code": ErrorCode.NONE,
             "base_offset": result.base_offset,
             "log_append_time_ms": result.log_append_time_ms,
             "log_start_offset": result.log_start_offset,
-            "record_errors": [],
-            "error_message": result.error_message,
         }
+        if waiting is None:
+            return answer
+        try:
+            done = await waiting
+        except LookupError as gone:
+            return answer | {
+                "error_code": ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                "error_message": str(gone),
+            }
+        if done.error != ErrorCode.NONE:
+            log.info("acks=all produce to %s-%d ended with %s", topic, index, done.error.name)
+        return answer | {"error_code": done.error}
 
     # -- Fetch -----------------------------------------------------------------------------
     async def fetch(self, request: Request) -> Body:
         body = request.body
+        replica_id = body.get("replica_id", CONSUMER_REPLICA_ID)
         max_wait_ms = max(0, min(body["max_wait_ms"], limits.FETCH_MAX_WAIT_MS_MAX))
         deadline = time.monotonic() + max_wait_ms / 1000
         keys = [(t["topic"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
         while True:
-            responses, total_bytes, has_error = self._fetch_once(body)
+            responses, total_bytes, has_error = self._fetch_once(body, replica_id)
             remaining_s = deadline - time.monotonic()
             if total_bytes >= body["min_bytes"] or has_error or remaining_s <= 0 or not keys:
                 break
@@ -243,7 +319,7 @@ class Handlers:
             "responses": responses,
         }
 
-    def _fetch_once(self, body: Body) -> tuple[list[Body], int, bool]:
+    def _fetch_once(self, body: Body, replica_id: int) -> tuple[list[Body], int, bool]:
         budget = body.get("max_bytes", 2**31 - 1)
         total_bytes = 0
         has_error = False
@@ -251,11 +327,9 @@ class Handlers:
         for topic in body["topics"]:
             partitions = []
             for request in topic["partitions"]:
+                max_bytes = max(0, min(request["partition_max_bytes"], budget - total_bytes))
                 answer = self._fetch_partition(
-                    topic["topic"],
-                    request,
-                    max(0, min(request["partition_max_bytes"], budget - total_bytes)),
-                    min_one_batch=total_bytes == 0,
+                    topic["topic"], request, replica_id, max_bytes, min_one_batch=total_bytes == 0
                 )
                 records = answer["records"]
                 size = len(records) if isinstance(records, bytes) else records.size
@@ -266,7 +340,7 @@ class Handlers:
         return responses, total_bytes, has_error
 
     def _fetch_partition(
-        self, topic: str, request: Body, max_bytes: int, *, min_one_batch: bool
+        self, topic: str, request: Body, replica_id: int, max_bytes: int, *, min_one_batch: bool
     ) -> Body:
         index = request["partition"]
         answer: Body = {
@@ -280,14 +354,37 @@ class Handlers:
             # Empty, not null: librdkafka rejects a null record set as a protocol error.
             "records": b"",
         }
-        partition = self.replicas.partition(topic, index)
-        if partition is None:
-            return answer | {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
-        result = partition.read(
+        replica = self.replicas.replica(topic, index)
+        if replica is None:
+            code = (
+                ErrorCode.NOT_LEADER_OR_FOLLOWER
+                if self.image.partition(topic, index) is not None
+                else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            )
+            return answer | {"error_code": code}
+        if replica_id >= 0:
+            found = replica.on_follower_fetch(
+                replica_id,
+                request["fetch_offset"],
+                request.get("last_fetched_epoch", NO_EPOCH),
+                request["current_leader_epoch"],
+                now_ms(),
+                max_bytes=max_bytes,
+                min_one_batch=min_one_batch,
+            )
+            self.replicas.handle_effects(found.effects)
+            return answer | {
+                "error_code": found.error,
+                "high_watermark": found.high_watermark,
+                "last_stable_offset": found.high_watermark,
+                "log_start_offset": found.log_start_offset,
+                "records": found.records if found.records is not None else b"",
+            }
+        result = replica.on_consumer_fetch(
             request["fetch_offset"],
             max_bytes,
-            min_one_batch=min_one_batch,
             current_leader_epoch=request["current_leader_epoch"],
+            min_one_batch=min_one_batch,
         )
         return answer | {
             "error_code": result.error,
@@ -299,13 +396,16 @@ class Handlers:
 
     # -- ListOffsets -----------------------------------------------------------------------
     async def list_offsets(self, request: Request) -> Body:
+        replica_id = request.body.get("replica_id", CONSUMER_REPLICA_ID)
         topics = []
         for topic in request.body["topics"]:
-            partitions = [self._list_offset(topic["name"], p) for p in topic["partitions"]]
+            partitions = [
+                self._list_offset(topic["name"], p, replica_id) for p in topic["partitions"]
+            ]
             topics.append({"name": topic["name"], "partitions": partitions})
         return {"throttle_time_ms": 0, "topics": topics}
 
-    def _list_offset(self, topic: str, request: Body) -> Body:
+    def _list_offset(self, topic: str, request: Body, replica_id: int) -> Body:
         index = request["partition_index"]
         answer: Body = {
             "partition_index": index,
@@ -314,103 +414,112 @@ class Handlers:
             "offset": -1,
             "leader_epoch": -1,
         }
-        partition = self.replicas.partition(topic, index)
-        if partition is None:
-            return answer | {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
-        epoch_error = partition.leader_epoch_error(request["current_leader_epoch"])
-        if epoch_error is not None:
-            return answer | {"error_code": epoch_error}
+        replica = self.replicas.replica(topic, index)
+        if replica is None:
+            known = self.image.partition(topic, index) is not None
+            code = (
+                ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            )
+            return answer | {"error_code": code}
+        # As Kafka: tools (replica id -2) may ask any replica; clients and followers the leader.
+        if replica_id != DEBUGGING_REPLICA_ID:
+            error = replica.leader_error(request["current_leader_epoch"])
+            if error is not None:
+                return answer | {"error_code": error}
+        epoch = replica.leader_epoch
         timestamp = request["timestamp"]
         if timestamp == EARLIEST_TIMESTAMP:
-            return answer | {"offset": partition.log_start_offset, "leader_epoch": LEADER_EPOCH}
+            return answer | {"offset": replica.log_start_offset, "leader_epoch": epoch}
         if timestamp == LATEST_TIMESTAMP:
-            return answer | {"offset": partition.high_watermark, "leader_epoch": LEADER_EPOCH}
+            # Consumers see the high watermark; replicas and tools the log end.
+            latest = (
+                replica.high_watermark
+                if replica_id == CONSUMER_REPLICA_ID
+                else replica.log_end_offset
+            )
+            return answer | {"offset": latest, "leader_epoch": epoch}
         if timestamp < 0:
             return answer | {"error_code": ErrorCode.UNSUPPORTED_VERSION}
-        found = partition.log.offset_for_timestamp(timestamp)
-        if found is None or found[0] >= partition.high_watermark:
+        found = replica.log.offset_for_timestamp(timestamp)
+        if found is None or found[0] >= replica.high_watermark:
             return answer
         offset, found_timestamp = found
-        return answer | {
-            "offset": offset,
-            "timestamp": found_timestamp,
-            "leader_epoch": LEADER_EPOCH,
-        }
+        return answer | {"offset": offset, "timestamp": found_timestamp, "leader_epoch": epoch}
 
-    # -- CreateTopics / DeleteTopics --------------------------------------------------------
-    async def create_topics(self, request: Request) -> Body:
-        body = request.body
-        seen: set[str] = set()
-        results = []
-        for topic in body["topics"]:
-            code, message = self._create_topic(topic, body.get("validate_only", False), seen)
-            results.append({"name": topic["name"], "error_code": code, "error_message": message})
-            seen.add(topic["name"])
-        return {"throttle_time_ms": 0, "topics": results}
+    # -- admin requests: forwarded to the controller ----------------------------------------
+    def _controller_timeout_s(self) -> float:
+        return self.settings.replica_socket_timeout_ms / 1000
 
-    def _create_topic(
-        self, topic: Body, validate_only: bool, seen: set[str]
-    ) -> tuple[ErrorCode, str | None]:
-        name = topic["name"]
-        problem = topic_name_problem(name, NO_EXISTING_TOPICS)
-        if problem:
-            return ErrorCode.INVALID_TOPIC_EXCEPTION, problem
-        if name in seen:
-            return ErrorCode.INVALID_REQUEST, f"topic {name} appears twice in the request"
-        if name in self.replicas.topics.topics:
-            return ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."
-        partitions = topic["num_partitions"]
-        replication_factor = topic["replication_factor"]
-        assignments = topic.get("assignments") or []
-        if assignments:
-            if partitions != -1 or replication_factor != -1:
-                return (
-                    ErrorCode.INVALID_REQUEST,
-                    "give either assignments or partitions and replication factor",
-                )
-            if any(a["broker_ids"] != [self.broker_id] for a in assignments):
-                return (
-                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                    f"this cluster has one broker, id {self.broker_id}",
-                )
-            partitions, replication_factor = len(assignments), 1
-        if partitions == -1:
-            partitions = self.settings.num_partitions
-        if replication_factor == -1:
-            replication_factor = self.settings.default_replication_factor
-        if not 1 <= partitions <= limits.TOPIC_PARTITIONS_MAX:
-            return (
-                ErrorCode.INVALID_PARTITIONS,
-                f"number of partitions must be within 1..{limits.TOPIC_PARTITIONS_MAX}",
-            )
-        if replication_factor < 1:
-            return ErrorCode.INVALID_REPLICATION_FACTOR, "replication factor must be larger than 0"
-        if replication_factor > 1:
-            return (
-                ErrorCode.INVALID_REPLICATION_FACTOR,
-                f"Replication factor: {replication_factor} larger than available brokers: 1.",
-            )
-        configs = {c["name"]: c["value"] for c in topic.get("configs") or []}
-        info = TopicInfo(name, partitions, configs)
+    async def _forward(self, request: Request) -> Body | None:
         try:
-            self.replicas.topic_log_config(info)
-        except ValueError as error:
-            return ErrorCode.INVALID_CONFIG, str(error)
-        if not validate_only:
-            self.replicas.create_topic(info)
-            log.info("created topic %s with %d partitions, configs %s", name, partitions, configs)
-        return ErrorCode.NONE, None
+            return await self.link.forward(
+                ApiKey(request.api_key),
+                request.api_version,
+                request.body,
+                self._controller_timeout_s(),
+            )
+        except WireError as error:
+            log.warning("forwarding %s to the controller: %s", ApiKey(request.api_key).name, error)
+            return None
+
+    async def create_topics(self, request: Request) -> Body:
+        answer = await self._forward(request)
+        if answer is None:
+            return {
+                "throttle_time_ms": 0,
+                "topics": [
+                    {"name": t["name"], "error_code": ErrorCode.REQUEST_TIMED_OUT,
+                     "error_message": "the controller did not answer"}
+                    for t in request.body["topics"]
+                ],
+            }  # fmt: skip
+        if not request.body.get("validate_only", False):
+            created = [t["name"] for t in answer["topics"] if t["error_code"] == ErrorCode.NONE]
+            wait_s = min(TOPIC_PROPAGATION_WAIT_S, max(0, request.body["timeout_ms"]) / 1000)
+            await self.link.wait_for_image(
+                lambda image: all(_has_leaders(image, name) for name in created), wait_s
+            )
+        return answer
 
     async def delete_topics(self, request: Request) -> Body:
-        responses = []
-        for name in request.body["topic_names"]:
-            if name not in self.replicas.topics.topics:
-                responses.append({"name": name, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
-                continue
-            self.replicas.delete_topic(name)
-            log.info("deleted topic %s", name)
-            responses.append({"name": name, "error_code": ErrorCode.NONE})
-        return {"throttle_time_ms": 0, "responses": responses}
+        answer = await self._forward(request)
+        if answer is None:
+            return {
+                "throttle_time_ms": 0,
+                "responses": [
+                    {"name": name, "error_code": ErrorCode.REQUEST_TIMED_OUT}
+                    for name in request.body["topic_names"]
+                ],
+            }
+        deleted = [r["name"] for r in answer["responses"] if r["error_code"] == ErrorCode.NONE]
+        await self.link.wait_for_image(
+            lambda image: not any(name in image.topics for name in deleted),
+            TOPIC_PROPAGATION_WAIT_S,
+        )
+        return answer
+
+    async def create_partitions(self, request: Request) -> Body:
+        answer = await self._forward(request)
+        if answer is None:
+            return {
+                "throttle_time_ms": 0,
+                "results": [
+                    {"name": t["name"], "error_code": ErrorCode.REQUEST_TIMED_OUT,
+                     "error_message": "the controller did not answer"}
+                    for t in request.body["topics"]
+                ],
+            }  # fmt: skip
+        return answer
+
+    async def elect_leaders(self, request: Request) -> Body:
+        answer = await self._forward(request)
+        if answer is None:
+            return {
+                "throttle_time_ms": 0,
+                "error_code": ErrorCode.REQUEST_TIMED_OUT,
+                "replica_election_results": [],
+            }
+        return answer
 
     # -- DescribeConfigs -------------------------------------------------------------------
     async def describe_configs(self, request: Request) -> Body:
@@ -427,15 +536,23 @@ class Handlers:
             "resource_name": name,
             "configs": [],
         }
+        image = self.image
         if kind == RESOURCE_TOPIC:
-            topic = self.replicas.topics.topics.get(name)
+            topic = image.topics.get(name)
             if topic is None:
                 return result | {
                     "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                     "error_message": f"topic {name} does not exist",
                 }
-            values = self.replicas.topic_log_config(topic).to_kafka_properties()
-            overridden, default_source = set(topic.configs), SOURCE_DEFAULT_CONFIG
+            values = self.replicas.topic_log_config(image, name).to_kafka_properties()
+            replica_config = self.replicas.replica_config(image, name)
+            values["min.insync.replicas"] = str(replica_config.min_insync_replicas)
+            values["unclean.leader.election.enable"] = str(
+                replica_config.unclean_leader_election_enable
+            ).lower()
+            sources = {key: SOURCE_DEFAULT_CONFIG for key in values}
+            sources |= {key: SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG for key in image.cluster_configs}
+            sources |= {key: SOURCE_DYNAMIC_TOPIC_CONFIG for key in topic.configs}
         elif kind == RESOURCE_BROKER:
             if name not in ("", str(self.broker_id)):
                 return result | {
@@ -443,7 +560,7 @@ class Handlers:
                     "error_message": f"no broker {name} here",
                 }
             values = self.settings.to_kafka_properties()
-            overridden, default_source = set(), SOURCE_STATIC_BROKER_CONFIG
+            sources = {key: SOURCE_STATIC_BROKER_CONFIG for key in values}
         else:
             return result | {
                 "error_code": ErrorCode.INVALID_REQUEST,
@@ -454,7 +571,7 @@ class Handlers:
             if wanted is not None and key not in wanted:
                 continue
             value = values[key]
-            source = SOURCE_TOPIC_CONFIG if key in overridden else default_source
+            source = sources.get(key, SOURCE_DEFAULT_CONFIG)
             configs.append(
                 {
                     "name": key,
@@ -481,11 +598,17 @@ class Handlers:
             partitions = []
             for wanted in topic["partitions"]:
                 index = wanted["partition"]
-                partition = self.replicas.partition(topic["topic"], index)
-                if partition is None:
-                    code, epoch, end_offset = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
+                replica = self.replicas.replica(topic["topic"], index)
+                if replica is None:
+                    known = self.image.partition(topic["topic"], index) is not None
+                    code = (
+                        ErrorCode.NOT_LEADER_OR_FOLLOWER
+                        if known
+                        else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    )
+                    epoch, end_offset = -1, -1
                 else:
-                    code, epoch, end_offset = partition.replica.offsets_for_leader_epoch(
+                    code, epoch, end_offset = replica.offsets_for_leader_epoch(
                         wanted["leader_epoch"], wanted["current_leader_epoch"]
                     )
                 partitions.append(
@@ -497,21 +620,23 @@ class Handlers:
 
     # -- InitProducerId --------------------------------------------------------------------
     async def init_producer_id(self, request: Request) -> Body:
+        answer: Body = {"throttle_time_ms": 0, "producer_id": -1, "producer_epoch": -1}
         if request.body.get("transactional_id") is not None:
             # Transactions come with their coordinator in a later issue; say so instead of
             # handing out an id that a transactional producer would then misuse.
-            return {
-                "throttle_time_ms": 0,
-                "error_code": ErrorCode.INVALID_REQUEST,
-                "producer_id": -1,
-                "producer_epoch": -1,
-            }
-        # Synchronous on purpose: the allocator is not thread-safe, and it fsyncs only once
-        # per block of ids.
-        producer_id = self.producer_ids.allocate()
-        return {
-            "throttle_time_ms": 0,
+            return answer | {"error_code": ErrorCode.INVALID_REQUEST}
+        try:
+            producer_id = await self.producer_ids.allocate()
+        except (WireError, RuntimeError) as error:
+            log.warning("no producer id block from the controller: %s", error)
+            return answer | {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
+        return answer | {
             "error_code": ErrorCode.NONE,
             "producer_id": producer_id,
             "producer_epoch": 0,
         }
+
+
+def _has_leaders(image: MetadataImage, name: str) -> bool:
+    topic = image.topics.get(name)
+    return topic is not None and all(p.leader >= 0 for p in topic.partitions.values())

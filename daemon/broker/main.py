@@ -4,40 +4,46 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import logging
 import signal
 import sys
 import time
-import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import uvloop
 
-from rlog.daemon.broker.handlers import Handlers, now_ms
+from rlog.daemon.broker.controller_link import ControllerLink
+from rlog.daemon.broker.fetcher import ReplicaFetchers
+from rlog.daemon.broker.handlers import Handlers
 from rlog.daemon.broker.producer_ids import ProducerIdAllocator
-from rlog.daemon.broker.replica_manager import ReplicaManager
+from rlog.daemon.broker.replica_manager import ReplicaManager, now_ms
 from rlog.daemon.broker.server import BrokerServer
 from rlog.daemon.config import BrokerSettings, ConfigError, load_config
 from rlog.daemon.exit_codes import ExitCode
 
 log = logging.getLogger("rlog.broker")
 
+# Leaders check produce deadlines and lagging followers this often.
+TICK_INTERVAL_MS = 50
+HW_CHECKPOINT_INTERVAL_MS = 5_000  # Kafka's replica.high.watermark.checkpoint.interval.ms
+CONTROLLED_SHUTDOWN_TIMEOUT_S = 5.0
 
-def cluster_id(data_dir: Path, broker_id: int) -> str:
-    """Kafka's meta.properties: the cluster id this data dir belongs to, made once."""
+
+def write_meta_properties(data_dir: Path, broker_id: int, cluster_id: str) -> None:
+    """Kafka's meta.properties: which cluster and node this data dir belongs to. A data dir of
+    another cluster is refused, so a broker never mixes two clusters' logs."""
     path = data_dir / "meta.properties"
     if path.exists():
         for line in path.read_text().splitlines():
-            if line.startswith("cluster.id="):
-                return line.split("=", 1)[1]
-    identifier = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-    path.write_text(f"version=1\nnode.id={broker_id}\ncluster.id={identifier}\n")
-    return identifier
+            if line.startswith("cluster.id=") and line.split("=", 1)[1] != cluster_id:
+                raise ConfigError(
+                    f"{data_dir} belongs to cluster {line.split('=', 1)[1]}, not {cluster_id}"
+                )
+    path.write_text(f"version=1\nnode.id={broker_id}\ncluster.id={cluster_id}\n")
 
 
-async def _every(interval_ms: int, duty: str, action: object) -> None:
-    assert callable(action)
+async def _every(interval_ms: int, duty: str, action: Callable[[], object]) -> None:
     while True:
         await asyncio.sleep(interval_ms / 1000)
         try:
@@ -46,18 +52,37 @@ async def _every(interval_ms: int, duty: str, action: object) -> None:
             log.error("%s failed: %s", duty, error)
 
 
+def parse_address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(f"--controller {text!r}: expected HOST:PORT")
+    return host, int(port)
+
+
 async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
     data_dir: Path = args.data_dir
     data_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    replicas = ReplicaManager(data_dir, settings, now_ms())
+    try:
+        write_meta_properties(data_dir, args.id, args.cluster_id)
+        controller = parse_address(args.controller)
+    except ConfigError as error:
+        print(f"broker-{args.id}: {error}", file=sys.stderr)
+        return ExitCode.CONFIG
+    replicas = ReplicaManager(args.id, data_dir, settings, now_ms())
+
+    def on_metadata() -> None:
+        if link.registered_in_image:
+            replicas.apply_metadata(link.image, now_ms(), caught_up=link.caught_up)
+
+    link = ControllerLink(
+        args.id, args.host, args.port, args.cluster_id, controller, settings, on_metadata
+    )
+    replicas.set_alter_partition_sender(link.alter_partition)
+    fetchers = ReplicaFetchers(args.id, replicas, link, settings)
+    replicas.on_followers_changed = fetchers.regroup
     handlers = Handlers(
-        args.id,
-        args.host,
-        args.port,
-        cluster_id(data_dir, args.id),
-        replicas,
-        ProducerIdAllocator(data_dir, args.id),
+        args.id, args.cluster_id, replicas, link, ProducerIdAllocator(link.allocate_producer_ids)
     )
     server = BrokerServer(handlers, settings.socket_request_max_bytes)
     try:
@@ -70,12 +95,13 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
         replicas.close()
         return ExitCode.CONFIG
     log.info(
-        "broker %d listening on %s:%d with %d partitions (recovered in %.0f ms)",
+        "broker %d listening on %s:%d with %d logs (recovered in %.0f ms); controller at %s:%d",
         args.id,
         args.host,
         args.port,
-        len(replicas.partitions),
+        len(replicas.logs.topic_partitions()),
         (time.monotonic() - started) * 1000,
+        *controller,
     )
 
     stop = asyncio.Event()
@@ -85,6 +111,8 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
     logs = replicas.logs
     duties = [
         asyncio.create_task(server.serve()),
+        asyncio.create_task(link.run()),
+        asyncio.create_task(_every(TICK_INTERVAL_MS, "tick", lambda: replicas.tick(now_ms()))),
         asyncio.create_task(
             _every(
                 settings.log_flush_scheduler_interval_ms,
@@ -100,14 +128,23 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
             )
         ),
         asyncio.create_task(
-            _every(settings.log_flush_offset_checkpoint_interval_ms, "checkpoint", logs.checkpoint)
+            _every(
+                settings.log_flush_offset_checkpoint_interval_ms, "checkpoint", replicas.checkpoint
+            )
+        ),
+        asyncio.create_task(
+            _every(HW_CHECKPOINT_INTERVAL_MS, "checkpoint", replicas.checkpoint_high_watermarks)
         ),
     ]
     await stop.wait()
-    log.info("broker %d shutting down", args.id)
+    log.info("broker %d shutting down: asking the controller to move its leaderships", args.id)
+    if not await link.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_S):
+        log.warning("controlled shutdown did not finish in time; stopping anyway")
     for duty in duties:
         duty.cancel()
+    fetchers.close()
     await server.close()
+    link.close()
     replicas.close()
     log.info("broker %d stopped cleanly", args.id)
     return ExitCode.OK
@@ -121,10 +158,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data-dir", type=Path, required=True, help="this broker's log dir")
     parser.add_argument("--config", type=Path, default=None, help="rlog TOML config file")
     parser.add_argument(
-        "--controller", default=None, help="the controller's HOST:PORT (rlogd passes it)"
+        "--controller", required=True, help="the controller's HOST:PORT (rlogd passes it)"
     )
     parser.add_argument(
-        "--cluster-id", default=None, help="the cluster's id (rlogd makes it once per data dir)"
+        "--cluster-id", required=True, help="the cluster's id (rlogd makes it once per data dir)"
     )
     args = parser.parse_args(argv)
     logging.basicConfig(

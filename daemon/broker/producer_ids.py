@@ -1,41 +1,32 @@
-"""Producer ids that stay unique across broker restarts.
+"""Producer ids for idempotent producers, unique across the cluster.
 
-Ids are handed out from blocks; the end of the current block is made durable before any id in it
-is used, so after a crash the broker starts at the next block and never reuses an id (Kafka's
-controller allocates blocks the same way, KIP-730).
+The controller hands out blocks of ids (KIP-730's AllocateProducerIds) and records each block in
+the metadata log before answering, so no two brokers, and no broker after a restart, ever hand
+out the same id. The broker takes ids from its current block and asks for the next when it runs
+out.
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
+import asyncio
+from collections.abc import Awaitable, Callable
 
-BLOCK_SIZE = 1000
+BlockSource = Callable[[], Awaitable[tuple[int, int]]]
 
 
 class ProducerIdAllocator:
-    def __init__(self, data_dir: Path, broker_id: int) -> None:
-        self._path = data_dir / "producer-id-block"
-        # Brokers are separate clusters until the controller lands; give each its own id space
-        # so two brokers never hand out the same id.
-        self._floor = broker_id << 40
-        self._next = self._floor
-        self._block_end = self._floor
-        if self._path.exists():
-            self._next = self._block_end = max(self._floor, int(self._path.read_text().strip()))
+    def __init__(self, next_block: BlockSource) -> None:
+        """`next_block()` returns (first id, count) of a fresh block, or raises."""
+        self._next_block = next_block
+        self._next = 0
+        self._end = 0
+        self._lock = asyncio.Lock()
 
-    def allocate(self) -> int:
-        if self._next >= self._block_end:
-            self._reserve(self._next + BLOCK_SIZE)
-        producer_id = self._next
-        self._next += 1
-        return producer_id
-
-    def _reserve(self, block_end: int) -> None:
-        temporary = self._path.with_suffix(".tmp")
-        with open(temporary, "w") as handle:
-            handle.write(f"{block_end}\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, self._path)
-        self._block_end = block_end
+    async def allocate(self) -> int:
+        async with self._lock:
+            if self._next >= self._end:
+                start, count = await self._next_block()
+                self._next, self._end = start, start + count
+            producer_id = self._next
+            self._next += 1
+            return producer_id

@@ -1,68 +1,252 @@
-"""The partitions a broker hosts, and the wake-ups of fetches waiting for their data.
+"""The partitions a broker hosts: one core `Replica` per partition the metadata assigns it.
 
-Holds the LogManager (files) and one core Partition per topic-partition. Fetches that wait for
-data (long polling) park a future here; an append completes them at once, so nothing polls.
+The replica state machines decide; this module does what their effects ask (complete a waiting
+produce, wake waiting fetches, propose an ISR to the controller, checkpoint the high watermark)
+and keeps the files (LogManager) in step with the metadata: logs are opened when a partition is
+assigned here and deleted when its topic is. Waiting produces and fetches park futures that
+these events complete, so nothing polls.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import time
 from collections import defaultdict
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 
-from rlog.core.partition import Partition
-from rlog.core.storage.config import LogConfig
+from rlog.core.metadata.image import MetadataImage, PartitionInfo
+from rlog.core.replication import (
+    AlterPartitionResponse,
+    CompleteProduce,
+    Effect,
+    HighWatermarkChanged,
+    PartitionState,
+    ProposeIsr,
+    Replica,
+    ReplicaConfig,
+    Truncated,
+)
+from rlog.core.storage.checkpoint import (
+    CorruptCheckpointError,
+    read_offset_checkpoint,
+    write_offset_checkpoint,
+)
+from rlog.core.storage.config import LOG_CONFIG_NAMES, LogConfig
 from rlog.core.storage.files import RealFileSystem
+from rlog.core.storage.leader_epochs import LeaderEpochCache
 from rlog.core.storage.log_manager import LogManager
-from rlog.daemon.broker.topics import TopicInfo, TopicStore
 from rlog.daemon.config import BrokerSettings
 
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"  # Kafka's name
+MIN_INSYNC_REPLICAS = "min.insync.replicas"
+UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
+
+# Sends a leader's ISR proposal to the controller and returns its answer (an error if lost).
+AlterPartitionSender = Callable[[ProposeIsr], Awaitable[AlterPartitionResponse]]
 
 
 class ReplicaManager:
-    def __init__(self, data_dir: Path, settings: BrokerSettings, now_ms: int) -> None:
+    def __init__(
+        self, broker_id: int, data_dir: Path, settings: BrokerSettings, now_ms: int
+    ) -> None:
+        self.broker_id = broker_id
         self.settings = settings
         self.default_log_config = settings.log_config()
-        self.topics = TopicStore(data_dir)
-        self.logs = LogManager(str(data_dir), RealFileSystem(), self.default_log_config, now_ms)
-        self.partitions: dict[TopicPartition, Partition] = {}
+        self._fs = RealFileSystem()
+        self._checkpoint_path = os.path.join(data_dir, HIGH_WATERMARK_CHECKPOINT)
+        self.logs = LogManager(str(data_dir), self._fs, self.default_log_config, now_ms)
+        try:
+            self._checkpointed_hws = read_offset_checkpoint(self._fs, self._checkpoint_path)
+        except CorruptCheckpointError:
+            self._checkpointed_hws = {}  # HW 0: followers learn it again from their leaders
+        self.replicas: dict[TopicPartition, Replica] = {}
+        self._applied: dict[TopicPartition, PartitionInfo] = {}
+        self._produces: dict[tuple[TopicPartition, int], asyncio.Future[CompleteProduce]] = {}
         self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = defaultdict(set)
-        for topic in self.topics.topics.values():
-            self._open_topic(topic)
+        self._alter_partition: AlterPartitionSender | None = None
+        self._background: set[asyncio.Task[None]] = set()
+        self._hw_dirty = False
+        # Called when a replica starts or stops following a leader: the fetchers regroup.
+        self.on_followers_changed: Callable[[], None] = lambda: None
+
+    def set_alter_partition_sender(self, sender: AlterPartitionSender) -> None:
+        self._alter_partition = sender
+
+    def replica(self, topic: str, index: int) -> Replica | None:
+        return self.replicas.get((topic, index))
+
+    # ---- metadata ----
+
+    def apply_metadata(self, image: MetadataImage, now_ms: int, *, caught_up: bool) -> None:
+        """Bring the hosted replicas in line with the committed metadata. `caught_up`: the
+        image is complete (the broker has read the metadata log to its end), so logs it does
+        not mention are strays to delete.
+        """
+        assigned: set[TopicPartition] = set()
+        followers_changed = False
+        for topic, index, info in image.iter_partitions():
+            if self.broker_id not in info.replicas:
+                continue
+            key = (topic, index)
+            assigned.add(key)
+            replica = self.replicas.get(key)
+            if replica is None:
+                replica = self.replicas[key] = self._open_replica(image, topic, index)
+                followers_changed = True
+            else:
+                replica.update_config(self.replica_config(image, topic))
+            if self._applied.get(key) == info:
+                continue
+            was_following = (replica.is_follower, replica.leader)
+            state = PartitionState(
+                info.leader, info.leader_epoch, info.isr, info.replicas, info.partition_epoch
+            )
+            self.handle_effects(replica.apply_partition_state(state, now_ms))
+            self._applied[key] = info
+            followers_changed |= was_following != (replica.is_follower, replica.leader)
+            self.notify(key)  # fetches waiting here must see the new role
+        for key in [k for k in self.replicas if k not in assigned]:
+            self._remove_replica(key, image)
+            followers_changed = True
+        if caught_up:
+            self._delete_strays(image)
+        if followers_changed:
+            self.on_followers_changed()
+
+    def _open_replica(self, image: MetadataImage, topic: str, index: int) -> Replica:
+        log_ = self.logs.get(topic, index) or self.logs.create(
+            topic, index, self._log_config(image, topic)
+        )
+        epochs = LeaderEpochCache.load(
+            self._fs,
+            log_.dir_path,
+            log_.iter_batch_headers(),
+            log_start_offset=log_.log_start_offset,
+            log_end_offset=log_.log_end_offset,
+        )
+        return Replica(
+            topic,
+            index,
+            self.broker_id,
+            log_,
+            epochs,
+            self.replica_config(image, topic),
+            0,
+            high_watermark=self._checkpointed_hws.get((topic, index), 0),
+        )
+
+    def _remove_replica(self, key: TopicPartition, image: MetadataImage) -> None:
+        """The partition is no longer ours (its topic was deleted): fail what waits on it."""
+        self.replicas.pop(key)
+        self._applied.pop(key, None)
+        for pending_key in [k for k in self._produces if k[0] == key]:
+            future = self._produces.pop(pending_key)
+            if not future.done():
+                future.set_exception(LookupError(f"{key[0]}-{key[1]} was removed"))
+        self.notify(key)
+        if key[0] not in image.topics:
+            log.info("deleting %s-%d: its topic was deleted", *key)
+            self.logs.delete(*key)
+
+    def _delete_strays(self, image: MetadataImage) -> None:
         for topic, index in self.logs.topic_partitions():
-            if (topic, index) not in self.partitions:
-                log.warning("ignoring %s-%d: no such topic in topics.json", topic, index)
+            if (topic, index) in self.replicas:
+                continue
+            info = image.partition(topic, index)
+            if info is None or self.broker_id not in info.replicas:
+                log.info("deleting stray log %s-%d: not assigned to this broker", topic, index)
+                self.logs.delete(topic, index)
 
-    def topic_log_config(self, topic: TopicInfo) -> LogConfig:
-        return LogConfig.from_kafka_properties(topic.configs, base=self.default_log_config)
+    def _log_config(self, image: MetadataImage, topic: str) -> LogConfig:
+        overrides = dict(image.cluster_configs)
+        info = image.topics.get(topic)
+        if info is not None:
+            overrides.update(info.configs)
+        wanted = {k: v for k, v in overrides.items() if k in LOG_CONFIG_NAMES}
+        return LogConfig.from_kafka_properties(wanted, base=self.default_log_config)
 
-    def _open_topic(self, topic: TopicInfo) -> None:
-        config = self.topic_log_config(topic)
-        for index in range(topic.partitions):
-            log_ = self.logs.get(topic.name, index) or self.logs.create(topic.name, index, config)
-            self.partitions[(topic.name, index)] = Partition(topic.name, index, log_)
+    def topic_log_config(self, image: MetadataImage, topic: str) -> LogConfig:
+        return self._log_config(image, topic)
 
-    def create_topic(self, topic: TopicInfo) -> None:
-        self.topic_log_config(topic)  # raises ValueError on a bad config before anything is written
-        self.topics.put(topic)
-        self._open_topic(topic)
+    def replica_config(self, image: MetadataImage, topic: str) -> ReplicaConfig:
+        settings = self.settings
+        min_insync = image.topic_config(topic, MIN_INSYNC_REPLICAS, "")
+        unclean = image.topic_config(topic, UNCLEAN_LEADER_ELECTION, "")
+        return ReplicaConfig(
+            min_insync_replicas=int(min_insync) if min_insync else settings.min_insync_replicas,
+            replica_lag_time_max_ms=settings.replica_lag_time_max_ms,
+            unclean_leader_election_enable=(
+                unclean == "true" if unclean else settings.unclean_leader_election_enable
+            ),
+        )
 
-    def delete_topic(self, name: str) -> None:
-        topic = self.topics.topics[name]
-        self.topics.remove(name)
-        for index in range(topic.partitions):
-            self.partitions.pop((name, index), None)
-            self.logs.delete(name, index)
-            self.notify((name, index))
+    # ---- effects ----
 
-    def partition(self, topic: str, index: int) -> Partition | None:
-        return self.partitions.get((topic, index))
+    def handle_effects(self, effects: Iterable[Effect]) -> None:
+        for effect in effects:
+            if isinstance(effect, CompleteProduce):
+                key = ((effect.topic, effect.partition), effect.pending_id)
+                future = self._produces.pop(key, None)
+                if future is not None and not future.done():
+                    future.set_result(effect)
+            elif isinstance(effect, HighWatermarkChanged):
+                self._hw_dirty = True
+                self.notify((effect.topic, effect.partition))
+            elif isinstance(effect, ProposeIsr):
+                self._spawn(self._propose_isr(effect))
+            elif isinstance(effect, Truncated):
+                log.info(
+                    "truncated %s-%d to offset %d%s",
+                    effect.topic,
+                    effect.partition,
+                    effect.offset,
+                    " (whole log: behind the leader's log start)" if effect.full else "",
+                )
+                self._hw_dirty = True
+                self.notify((effect.topic, effect.partition))
 
-    # Long polling: a fetch parks one future on every partition it reads; any append wakes it.
+    async def _propose_isr(self, proposal: ProposeIsr) -> None:
+        sender = self._alter_partition
+        assert sender is not None, "set_alter_partition_sender first"
+        log.info(
+            "proposing ISR %s for %s-%d (leader epoch %d, partition epoch %d)",
+            list(proposal.new_isr),
+            proposal.topic,
+            proposal.partition,
+            proposal.leader_epoch,
+            proposal.partition_epoch,
+        )
+        answer = await sender(proposal)
+        replica = self.replicas.get((proposal.topic, proposal.partition))
+        if replica is not None:
+            self.handle_effects(replica.on_alter_partition_response(answer, now_ms()))
+
+    def _spawn(self, coroutine: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def expect_produce(
+        self, key: TopicPartition, pending_id: int
+    ) -> asyncio.Future[CompleteProduce]:
+        """A future the replica's CompleteProduce for `pending_id` resolves."""
+        future: asyncio.Future[CompleteProduce] = asyncio.get_running_loop().create_future()
+        self._produces[(key, pending_id)] = future
+        return future
+
+    def tick(self, now: int) -> None:
+        """Time passed: produce deadlines, ISR shrinking (leaders only)."""
+        for replica in list(self.replicas.values()):
+            self.handle_effects(replica.tick(now))
+
+    # ---- long polling: a fetch parks one future on every partition it reads ----
+
     def notify(self, key: TopicPartition) -> None:
         waiters = self._waiters.pop(key, None)
         if waiters:
@@ -86,6 +270,31 @@ class ReplicaManager:
                     if not waiters:
                         del self._waiters[key]
 
+    # ---- files ----
+
+    def checkpoint(self) -> None:
+        """Recovery points and log starts (LogManager), and the high watermarks."""
+        self.logs.checkpoint()
+        self.checkpoint_high_watermarks()
+
+    def checkpoint_high_watermarks(self) -> None:
+        if not self._hw_dirty:
+            return
+        self._hw_dirty = False
+        hws = {key: replica.high_watermark for key, replica in self.replicas.items()}
+        write_offset_checkpoint(self._fs, self._checkpoint_path, hws)
+
     def close(self) -> None:
         """Clean shutdown: flush every log and write checkpoints, so start-up re-reads nothing."""
-        self.logs.close()
+        for task in self._background:
+            task.cancel()
+        try:
+            self._hw_dirty = True
+            self.checkpoint_high_watermarks()
+        finally:
+            self.logs.close()
+
+
+def now_ms() -> int:
+    """Wall-clock ms: segment ages and record timestamps use it, as Kafka does."""
+    return time.time_ns() // 1_000_000

@@ -1,0 +1,318 @@
+"""A broker's link to the controller: registration, heartbeats, the metadata log, and requests.
+
+Like a KRaft broker: it registers (getting a broker epoch), heartbeats every
+broker.heartbeat.interval.ms, and reads the metadata log `__cluster_metadata-0` from the
+controller with long-polling Fetch, folding each record into its own MetadataImage. Every change
+is handed to `on_metadata`. The fetch has a connection of its own, so a long poll never delays a
+heartbeat. A broker whose epoch the controller no longer knows (it was fenced and expired, or the
+controller lost its log) registers again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from rlog.core.metadata.image import MetadataImage
+from rlog.core.metadata.log_store import METADATA_PARTITION, METADATA_TOPIC
+from rlog.core.metadata.records import MetadataDecodeError, records_from_batches
+from rlog.core.protocol.apis import ApiKey
+from rlog.core.protocol.errors import ErrorCode
+from rlog.core.replication import AlterPartitionResponse, ProposeIsr
+from rlog.daemon.config import BrokerSettings
+from rlog.daemon.wire import KafkaClient, WireError
+
+log = logging.getLogger(__name__)
+
+Body = dict[str, Any]
+METADATA_FETCH_MAX_WAIT_MS = 500
+METADATA_FETCH_MAX_BYTES = 8 * 1024 * 1024
+RETRY_BACKOFF_S = 0.2
+SECURITY_PROTOCOL_PLAINTEXT = 0
+# Re-registration codes: the controller does not know this broker at this epoch.
+_UNREGISTERED = (ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_REGISTERED)
+
+
+class ControllerLink:
+    def __init__(
+        self,
+        broker_id: int,
+        host: str,
+        port: int,
+        cluster_id: str,
+        controller: tuple[str, int],
+        settings: BrokerSettings,
+        on_metadata: Callable[[], None],
+    ) -> None:
+        self.broker_id = broker_id
+        self.host = host
+        self.port = port
+        self.cluster_id = cluster_id
+        self.settings = settings
+        self.on_metadata = on_metadata
+        self.image = MetadataImage()
+        self.broker_epoch: int | None = None
+        self.incarnation_id = uuid.uuid4()
+        self.metadata_high_watermark = 0
+        self.fenced = True
+        self.should_shut_down = False
+        self._want_shut_down = False
+        self._requests = KafkaClient(*controller, client_id=f"broker-{broker_id}")
+        self._fetches = KafkaClient(*controller, client_id=f"broker-{broker_id}-metadata")
+        self._heartbeat_now = asyncio.Event()
+        self._image_changed = asyncio.Event()
+
+    @property
+    def timeout_s(self) -> float:
+        return self.settings.replica_socket_timeout_ms / 1000
+
+    @property
+    def caught_up(self) -> bool:
+        """Registered, and the image holds every record the controller had committed when we
+        last asked (what the controller's unfencing also checks)."""
+        return (
+            self.registered_in_image and self.image.last_offset + 1 >= self.metadata_high_watermark
+        )
+
+    @property
+    def registered_in_image(self) -> bool:
+        """The image has this process's own registration: before that, partition states in it
+        were given to an earlier incarnation and must not be acted on."""
+        me = self.image.brokers.get(self.broker_id)
+        return self.broker_epoch is not None and me is not None and me.epoch == self.broker_epoch
+
+    # ---- the two loops ----
+
+    async def run(self) -> None:
+        await asyncio.gather(self._heartbeat_loop(), self._metadata_loop())
+
+    async def _heartbeat_loop(self) -> None:
+        interval_s = self.settings.broker_heartbeat_interval_ms / 1000
+        while True:
+            self._heartbeat_now.clear()
+            try:
+                if self.broker_epoch is None:
+                    await self._register()
+                else:
+                    await self._heartbeat()
+            except WireError as error:
+                log.warning("controller unreachable: %s", error)
+            if self._heartbeat_now.is_set() and self.broker_epoch is not None:
+                continue  # asked for while the last request was out
+            wait_s = interval_s if self.broker_epoch is not None else RETRY_BACKOFF_S
+            if self._want_shut_down:
+                wait_s = min(wait_s, 0.1)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._heartbeat_now.wait(), wait_s)
+
+    async def _register(self) -> None:
+        body = {
+            "broker_id": self.broker_id,
+            "cluster_id": self.cluster_id,
+            "incarnation_id": self.incarnation_id,
+            "listeners": [
+                {
+                    "name": "PLAINTEXT",
+                    "host": self.host,
+                    "port": self.port,
+                    "security_protocol": SECURITY_PROTOCOL_PLAINTEXT,
+                }
+            ],
+            "features": [],
+            "rack": None,
+        }
+        answer = await self._requests.request(
+            ApiKey.BROKER_REGISTRATION, 0, body, timeout_s=self.timeout_s
+        )
+        if answer["error_code"] != ErrorCode.NONE:
+            log.error(
+                "the controller refused registration: %s", ErrorCode(answer["error_code"]).name
+            )
+            return
+        self.broker_epoch = answer["broker_epoch"]
+        log.info("registered with the controller: broker epoch %d", self.broker_epoch)
+        self.on_metadata()
+
+    async def _heartbeat(self) -> None:
+        body = {
+            "broker_id": self.broker_id,
+            "broker_epoch": self.broker_epoch,
+            "current_metadata_offset": self.image.last_offset,
+            "want_fence": False,
+            "want_shut_down": self._want_shut_down,
+        }
+        answer = await self._requests.request(
+            ApiKey.BROKER_HEARTBEAT, 0, body, timeout_s=self.timeout_s
+        )
+        error = answer["error_code"]
+        if error in _UNREGISTERED:
+            log.warning(
+                "the controller no longer knows epoch %s: registering again", self.broker_epoch
+            )
+            self.broker_epoch = None
+            self._heartbeat_now.set()
+            return
+        if error != ErrorCode.NONE:
+            log.warning("heartbeat refused: %s", ErrorCode(error).name)
+            return
+        if self.fenced != answer["is_fenced"]:
+            log.info("broker is %s", "fenced" if answer["is_fenced"] else "unfenced")
+        self.fenced = answer["is_fenced"]
+        self.should_shut_down = answer["should_shut_down"]
+
+    async def _metadata_loop(self) -> None:
+        while True:
+            try:
+                await self._fetch_metadata()
+            except WireError as error:
+                log.warning("metadata fetch failed: %s", error)
+                await asyncio.sleep(RETRY_BACKOFF_S)
+
+    async def _fetch_metadata(self) -> None:
+        fetch_offset = self.image.last_offset + 1
+        body = {
+            "replica_id": self.broker_id,
+            "max_wait_ms": METADATA_FETCH_MAX_WAIT_MS,
+            "min_bytes": 1,
+            "max_bytes": METADATA_FETCH_MAX_BYTES,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [
+                {
+                    "topic": METADATA_TOPIC,
+                    "partitions": [
+                        {
+                            "partition": METADATA_PARTITION,
+                            "current_leader_epoch": -1,
+                            "fetch_offset": fetch_offset,
+                            "log_start_offset": -1,
+                            "partition_max_bytes": METADATA_FETCH_MAX_BYTES,
+                        }
+                    ],
+                }
+            ],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        }
+        timeout_s = self.timeout_s + METADATA_FETCH_MAX_WAIT_MS / 1000
+        answer = await self._fetches.request(ApiKey.FETCH, 11, body, timeout_s=timeout_s)
+        partition = answer["responses"][0]["partitions"][0]
+        error = partition["error_code"]
+        if error != ErrorCode.NONE:
+            log.error("metadata fetch at offset %d: %s", fetch_offset, ErrorCode(error).name)
+            await asyncio.sleep(RETRY_BACKOFF_S)
+            return
+        applied = 0
+        try:
+            for offset, record in records_from_batches(partition["records"] or b""):
+                if offset == self.image.last_offset + 1:
+                    self.image.apply(offset, record)
+                    applied += 1
+        except MetadataDecodeError as problem:
+            log.error(
+                "unreadable metadata record after offset %d: %s", self.image.last_offset, problem
+            )
+            await asyncio.sleep(RETRY_BACKOFF_S)
+        self.metadata_high_watermark = partition["high_watermark"]
+        if applied or self.caught_up:
+            self.on_metadata()
+        if applied and self.fenced and self.caught_up:
+            self._heartbeat_now.set()  # we can be unfenced now: say so without waiting
+        if applied:
+            self._image_changed.set()
+            self._image_changed = asyncio.Event()
+
+    async def wait_for_image(
+        self, check: Callable[[MetadataImage], bool], timeout_s: float
+    ) -> bool:
+        """Wait until `check(image)` holds (or the time is up); returns whether it does."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while not check(self.image):
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            try:
+                await asyncio.wait_for(self._image_changed.wait(), remaining)
+            except TimeoutError:
+                return check(self.image)
+        return True
+
+    # ---- requests to the controller ----
+
+    async def forward(self, api_key: ApiKey, version: int, body: Body, timeout_s: float) -> Body:
+        """A client's admin request, passed on as it came (WireError if no answer)."""
+        return await self._requests.request(api_key, version, body, timeout_s=timeout_s)
+
+    async def alter_partition(self, proposal: ProposeIsr) -> AlterPartitionResponse:
+        if self.broker_epoch is None:
+            return AlterPartitionResponse(ErrorCode.STALE_BROKER_EPOCH)
+        body = {
+            "broker_id": self.broker_id,
+            "broker_epoch": self.broker_epoch,
+            "topics": [
+                {
+                    "topic_name": proposal.topic,
+                    "partitions": [
+                        {
+                            "partition_index": proposal.partition,
+                            "leader_epoch": proposal.leader_epoch,
+                            "new_isr": list(proposal.new_isr),
+                            "leader_recovery_state": 0,
+                            "partition_epoch": proposal.partition_epoch,
+                        }
+                    ],
+                }
+            ],
+        }
+        try:
+            answer = await self._requests.request(
+                ApiKey.ALTER_PARTITION, 1, body, timeout_s=self.timeout_s
+            )
+        except WireError as error:
+            log.warning("AlterPartition for %s-%d: %s", proposal.topic, proposal.partition, error)
+            return AlterPartitionResponse(ErrorCode.REQUEST_TIMED_OUT)
+        if answer["error_code"] != ErrorCode.NONE:
+            return AlterPartitionResponse(ErrorCode(answer["error_code"]))
+        found = answer["topics"][0]["partitions"][0]
+        return AlterPartitionResponse(
+            ErrorCode(found["error_code"]),
+            found["leader_id"],
+            found["leader_epoch"],
+            tuple(found["isr"]),
+            found["partition_epoch"],
+        )
+
+    async def allocate_producer_ids(self) -> tuple[int, int]:
+        """A block of producer ids: (first id, count). WireError/RuntimeError if none."""
+        if self.broker_epoch is None:
+            raise RuntimeError("not registered with the controller yet")
+        body = {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch}
+        answer = await self._requests.request(
+            ApiKey.ALLOCATE_PRODUCER_IDS, 0, body, timeout_s=self.timeout_s
+        )
+        if answer["error_code"] != ErrorCode.NONE:
+            raise RuntimeError(f"controller: {ErrorCode(answer['error_code']).name}")
+        return answer["producer_id_start"], answer["producer_id_len"]
+
+    async def controlled_shutdown(self, timeout_s: float) -> bool:
+        """Ask the controller to move our leaderships away before we stop (Kafka's controlled
+        shutdown); True once it says we may go, False if it did not in time."""
+        if self.broker_epoch is None:
+            return True
+        self._want_shut_down = True
+        self._heartbeat_now.set()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while not self.should_shut_down and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+        return self.should_shut_down
+
+    def close(self) -> None:
+        self._requests.close()
+        self._fetches.close()

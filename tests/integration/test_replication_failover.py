@@ -40,6 +40,11 @@ restart_backoff_ms = 200
 # ---- what the cluster says about a partition ----
 
 
+def every_broker(cluster: Cluster) -> str:
+    """A bootstrap list of every broker: any one of them may be down when a client starts."""
+    return ",".join(f"{b['host']}:{b['port']}" for b in cluster.status()["brokers"])
+
+
 def partition_state(cluster: Cluster, topic: str, partition: int = 0) -> dict:
     """Leader, epoch, replicas and ISR from Metadata v8, asked of any broker that answers."""
     for broker in cluster.status()["brokers"]:
@@ -67,6 +72,32 @@ def partition_state(cluster: Cluster, topic: str, partition: int = 0) -> dict:
                     "isr": sorted(info["isr_nodes"]),
                 }
     raise AssertionError("no broker answered Metadata")
+
+
+def log_end_offsets(cluster: Cluster, topic: str) -> dict[int, int]:
+    """Each broker's LEO of partition 0: ListOffsets latest as a tool (replica id -2), which
+    any replica answers with its log end."""
+    found = {}
+    for broker in cluster.status()["brokers"]:
+        with BlockingKafkaClient(broker["host"], broker["port"], timeout_s=3) as client:
+            body = client.request(
+                ApiKey.LIST_OFFSETS,
+                4,
+                {
+                    "replica_id": -2,
+                    "isolation_level": 0,
+                    "topics": [
+                        {
+                            "name": topic,
+                            "partitions": [
+                                {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}
+                            ],
+                        }
+                    ],
+                },
+            )
+        found[broker["id"]] = body["topics"][0]["partitions"][0]["offset"]
+    return found
 
 
 def wait_for(
@@ -99,7 +130,7 @@ class NumberedProducer:
         self.topic = topic
         self.producer = Producer(
             {
-                "bootstrap.servers": cluster.bootstrap,
+                "bootstrap.servers": every_broker(cluster),
                 "acks": "all",
                 "linger.ms": 2,
                 "message.timeout.ms": 60_000,
@@ -141,7 +172,7 @@ class NumberedProducer:
 
 
 def read_numbers(cluster: Cluster, topic: str, count: int) -> list[int]:
-    messages = confluent_consume(cluster.bootstrap, topic, [0], count, timeout_s=60)
+    messages = confluent_consume(every_broker(cluster), topic, [0], count, timeout_s=60)
     return [int(m.value) for m in messages if m.value is not None]
 
 
@@ -230,10 +261,13 @@ def test_unclean_election_makes_a_stale_replica_leader_and_loses_records(cluster
     second.start()
     second.wait_for_acks(200)
     second.stop()
-    # The whole ISR dies; only the stale replica comes back.
+    # The whole ISR dies (no broker is left to answer Metadata); only the stale replica returns.
     cluster.chaos("terminate", f"broker-{third}")
     cluster.chaos("terminate", f"broker-{leader}")
-    wait_for("the partition to go offline", lambda: partition_state(cluster, topic)["leader"] == -1)
+    wait_for(
+        "the ISR's brokers to stop",
+        lambda: all(cluster.status()["brokers"][b - 1]["pid"] is None for b in (third, leader)),
+    )
     cluster.chaos("restart", f"broker-{stale}")
     wait_for(
         "the stale replica to lead",
@@ -255,3 +289,5 @@ def test_unclean_election_makes_a_stale_replica_leader_and_loses_records(cluster
         lambda: partition_state(cluster, topic)["isr"] == [1, 2, 3],
         timeout_s=60,
     )
+    leos = log_end_offsets(cluster, topic)
+    assert set(leos.values()) == {len(first.acked)}, f"the old ISR kept its divergent tail: {leos}"

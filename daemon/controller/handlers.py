@@ -1,0 +1,295 @@
+"""The controller's Kafka APIs: decoded request body in, controller requests stepped, body out.
+
+Brokers register, heartbeat, fetch the metadata log (`__cluster_metadata-0`), propose ISR changes
+and take producer-id blocks here; admin requests (admin.py) arrive forwarded verbatim from the
+brokers. Every answer is built after the records it depends on are durable (the service resolves
+a request's future only then). Bad input never raises out of a handler into the process: a
+problem becomes the protocol's error code, and an unexpected failure (a bug) is answered with
+UNKNOWN_SERVER_ERROR in the shape the API version expects (errors.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from rlog.core import limits
+from rlog.core.controller import (
+    AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    RegisterBrokerRequest,
+    RegisterBrokerResponse,
+)
+from rlog.core.metadata.log_store import METADATA_PARTITION, METADATA_TOPIC
+from rlog.core.protocol.apis import CONTROLLER_SUPPORTED, ApiKey
+from rlog.core.protocol.connection import Request
+from rlog.core.protocol.errors import ErrorCode
+from rlog.core.storage.log import OffsetOutOfRangeError
+from rlog.daemon.controller import admin
+from rlog.daemon.controller.errors import error_answer
+from rlog.daemon.controller.service import ControllerFailed, ControllerService
+
+log = logging.getLogger("rlog.controller")
+
+Body = dict[str, Any]
+Handler = Callable[[Request], Awaitable[Body]]
+
+
+class Handlers:
+    def __init__(self, cluster_id: str, service: ControllerService) -> None:
+        self.cluster_id = cluster_id
+        self.service = service
+        self.admin = admin.AdminHandlers(service)
+        self.table: dict[ApiKey, Handler] = {
+            ApiKey.API_VERSIONS: self.api_versions,
+            ApiKey.BROKER_REGISTRATION: self.broker_registration,
+            ApiKey.BROKER_HEARTBEAT: self.broker_heartbeat,
+            ApiKey.FETCH: self.fetch,
+            ApiKey.ALTER_PARTITION: self.alter_partition,
+            ApiKey.ALLOCATE_PRODUCER_IDS: self.allocate_producer_ids,
+            ApiKey.CREATE_TOPICS: self.admin.create_topics,
+            ApiKey.DELETE_TOPICS: self.admin.delete_topics,
+            ApiKey.CREATE_PARTITIONS: self.admin.create_partitions,
+            ApiKey.ELECT_LEADERS: self.admin.elect_leaders,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: self.admin.incremental_alter_configs,
+        }
+        assert set(self.table) == set(CONTROLLER_SUPPORTED), "handlers and advertised APIs differ"
+
+    async def handle(self, request: Request) -> Body:
+        api_key = ApiKey(request.api_key)
+        try:
+            return await self.table[api_key](request)
+        except ControllerFailed:
+            raise  # the process is stopping: close the connection, the broker will retry
+        except Exception:
+            log.exception(
+                "%s v%d failed; answering UNKNOWN_SERVER_ERROR", api_key.name, request.api_version
+            )
+            return error_answer(request, ErrorCode.UNKNOWN_SERVER_ERROR)
+
+    # -- ApiVersions -----------------------------------------------------------------------
+    async def api_versions(self, request: Request) -> Body:
+        if request.unsupported_version:
+            low, high = CONTROLLER_SUPPORTED[ApiKey.API_VERSIONS]
+            return {
+                "error_code": ErrorCode.UNSUPPORTED_VERSION,
+                "api_keys": [
+                    {"api_key": ApiKey.API_VERSIONS, "min_version": low, "max_version": high}
+                ],
+            }
+        return {
+            "error_code": ErrorCode.NONE,
+            "api_keys": [
+                {"api_key": key, "min_version": low, "max_version": high}
+                for key, (low, high) in sorted(CONTROLLER_SUPPORTED.items())
+            ],
+            "throttle_time_ms": 0,
+        }
+
+    # -- BrokerRegistration ----------------------------------------------------------------
+    async def broker_registration(self, request: Request) -> Body:
+        body = request.body
+        broker_id = body["broker_id"]
+        answer: Body = {"throttle_time_ms": 0, "broker_epoch": -1}
+        if body["cluster_id"] != self.cluster_id:
+            log.warning(
+                "broker %d refused: it belongs to cluster %r, this is %r",
+                broker_id,
+                body["cluster_id"],
+                self.cluster_id,
+            )
+            return answer | {"error_code": ErrorCode.INCONSISTENT_CLUSTER_ID}
+        if not body["listeners"]:
+            log.warning("broker %d refused: it registered without a listener", broker_id)
+            return answer | {"error_code": ErrorCode.INVALID_REQUEST}
+        listener = body["listeners"][0]
+        response = await self.service.submit(
+            lambda token: RegisterBrokerRequest(
+                token,
+                broker_id,
+                str(body["incarnation_id"]),
+                listener["host"],
+                listener["port"],
+                body["rack"],
+            )
+        )
+        assert isinstance(response, RegisterBrokerResponse)
+        if response.error != ErrorCode.NONE:
+            log.warning(
+                "broker %d registration refused: %s %s",
+                broker_id,
+                ErrorCode(response.error).name,
+                response.message or "",
+            )
+        return answer | {"error_code": response.error, "broker_epoch": response.broker_epoch}
+
+    # -- BrokerHeartbeat -------------------------------------------------------------------
+    async def broker_heartbeat(self, request: Request) -> Body:
+        body = request.body
+        response = await self.service.submit(
+            lambda token: BrokerHeartbeatRequest(
+                token,
+                body["broker_id"],
+                body["broker_epoch"],
+                body["current_metadata_offset"],
+                want_fence=body["want_fence"],
+                want_shutdown=body["want_shut_down"],
+            )
+        )
+        assert isinstance(response, BrokerHeartbeatResponse)
+        return {
+            "throttle_time_ms": 0,
+            "error_code": response.error,
+            "is_caught_up": response.is_caught_up,
+            "is_fenced": response.is_fenced,
+            "should_shut_down": response.should_shutdown,
+        }
+
+    # -- AllocateProducerIds ---------------------------------------------------------------
+    async def allocate_producer_ids(self, request: Request) -> Body:
+        body = request.body
+        response = await self.service.submit(
+            lambda token: AllocateProducerIdsRequest(token, body["broker_id"], body["broker_epoch"])
+        )
+        assert isinstance(response, AllocateProducerIdsResponse)
+        return {
+            "throttle_time_ms": 0,
+            "error_code": response.error,
+            "producer_id_start": response.producer_id_start,
+            "producer_id_len": response.producer_id_len,
+        }
+
+    # -- AlterPartition --------------------------------------------------------------------
+    async def alter_partition(self, request: Request) -> Body:
+        body = request.body
+        broker_id, broker_epoch = body["broker_id"], body["broker_epoch"]
+        # As KRaft: a request from a registration the controller does not know is refused as a
+        # whole. The pending image is what the request would be stepped against.
+        broker = self.service.controller.pending_image.brokers.get(broker_id)
+        if broker is None or broker.epoch != broker_epoch:
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.STALE_BROKER_EPOCH, "topics": []}
+        waits: list[asyncio.Future[Any]] = []
+        for topic in body["topics"]:
+            for partition in topic["partitions"]:
+                waits.append(self._submit_alter_partition(body, topic["topic_name"], partition))
+        answers = iter(await asyncio.gather(*waits))
+        topics = []
+        for topic in body["topics"]:
+            partitions = []
+            for partition in topic["partitions"]:
+                response = next(answers)
+                assert isinstance(response, AlterPartitionResponse)
+                partitions.append(
+                    {
+                        "partition_index": partition["partition_index"],
+                        "error_code": response.error,
+                        "leader_id": response.leader,
+                        "leader_epoch": response.leader_epoch,
+                        "isr": list(response.isr),
+                        "leader_recovery_state": 0,
+                        "partition_epoch": response.partition_epoch,
+                    }
+                )
+            topics.append({"topic_name": topic["topic_name"], "partitions": partitions})
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "topics": topics}
+
+    def _submit_alter_partition(
+        self, body: Body, topic: str, partition: Body
+    ) -> asyncio.Future[Any]:
+        return self.service.submit(
+            lambda token: AlterPartitionRequest(
+                token,
+                body["broker_id"],
+                body["broker_epoch"],
+                topic,
+                partition["partition_index"],
+                partition["leader_epoch"],
+                tuple(partition["new_isr"]),
+                partition["partition_epoch"],
+            )
+        )
+
+    # -- Fetch of the metadata log ---------------------------------------------------------
+    async def fetch(self, request: Request) -> Body:
+        """Committed records of `__cluster_metadata-0`, long-polling until something commits."""
+        body = request.body
+        loop = asyncio.get_running_loop()
+        max_wait_ms = max(0, min(body["max_wait_ms"], limits.FETCH_MAX_WAIT_MS_MAX))
+        deadline = loop.time() + max_wait_ms / 1000
+        wanted = any(topic["partitions"] for topic in body["topics"])
+        while True:
+            committed = self.service.commit_signal()  # taken before looking: no commit is missed
+            responses, total_bytes, has_error = self._fetch_once(body)
+            remaining_s = deadline - loop.time()
+            if total_bytes >= body["min_bytes"] or has_error or remaining_s <= 0 or not wanted:
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(committed.wait(), remaining_s)
+        return {
+            "throttle_time_ms": 0,
+            "error_code": ErrorCode.NONE,
+            "session_id": 0,
+            "responses": responses,
+        }
+
+    def _fetch_once(self, body: Body) -> tuple[list[Body], int, bool]:
+        budget = body["max_bytes"]
+        total_bytes = 0
+        has_error = False
+        responses = []
+        for topic in body["topics"]:
+            partitions = []
+            for wanted in topic["partitions"]:
+                max_bytes = max(0, min(wanted["partition_max_bytes"], budget - total_bytes))
+                answer = self._fetch_partition(
+                    topic["topic"], wanted, max_bytes, min_one_batch=total_bytes == 0
+                )
+                records = answer["records"]
+                total_bytes += len(records) if isinstance(records, bytes) else records.size
+                has_error |= answer["error_code"] != ErrorCode.NONE
+                partitions.append(answer)
+            responses.append({"topic": topic["topic"], "partitions": partitions})
+        return responses, total_bytes, has_error
+
+    def _fetch_partition(
+        self, topic: str, wanted: Body, max_bytes: int, *, min_one_batch: bool
+    ) -> Body:
+        index = wanted["partition"]
+        answer: Body = {
+            "partition_index": index,
+            "error_code": ErrorCode.NONE,
+            "high_watermark": -1,
+            "last_stable_offset": -1,
+            "log_start_offset": -1,
+            "aborted_transactions": [],
+            "preferred_read_replica": -1,
+            "records": b"",  # empty, not null: librdkafka rejects a null record set
+        }
+        if topic != METADATA_TOPIC or index != METADATA_PARTITION:
+            return answer | {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+        metadata_log = self.service.log
+        committed_end = self.service.committed_end_offset
+        answer |= {
+            "high_watermark": committed_end,
+            "last_stable_offset": committed_end,
+            "log_start_offset": metadata_log.log_start_offset,
+        }
+        offset = wanted["fetch_offset"]
+        if not metadata_log.log_start_offset <= offset <= committed_end:
+            return answer | {"error_code": ErrorCode.OFFSET_OUT_OF_RANGE}
+        if offset == committed_end:
+            return answer
+        try:
+            found = metadata_log.read(offset, max_bytes, committed_end, min_one_batch=min_one_batch)
+        except OffsetOutOfRangeError:
+            return answer | {"error_code": ErrorCode.OFFSET_OUT_OF_RANGE}
+        if found.records is not None:
+            answer["records"] = found.records
+        return answer

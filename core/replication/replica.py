@@ -95,6 +95,27 @@ class Replica:
         return self._local.log.log_start_offset
 
     @property
+    def leader_epoch_start_offset(self) -> int | None:
+        """Leader only: where its epoch began (its LEO when elected), else None."""
+        if not isinstance(self._role, Leader):
+            return None
+        entries = self._local.epochs.entries
+        if not entries or entries[-1].epoch != self.leader_epoch:
+            return None
+        return entries[-1].start_offset
+
+    @property
+    def serves_consumers(self) -> bool:
+        """A leader serves consumers once its HW reaches the start of its epoch (KIP-207). A new
+        leader learned the HW from its old leader's fetch answers, so it may start below what
+        consumers were already shown; until its followers catch up with it, its HW is not
+        shown, so the HW a consumer sees never moves back."""
+        if not isinstance(self._role, Leader):
+            return False
+        start = self.leader_epoch_start_offset
+        return start is None or self.high_watermark >= start
+
+    @property
     def log_end_offset(self) -> int:
         return self._local.log_end_offset
 
@@ -251,6 +272,9 @@ class Replica:
     ) -> ReadResult:
         """A consumer's Fetch: records from `fetch_offset`, never past the HW."""
         error = self.leader_error(current_leader_epoch)
+        if error is None and not self.serves_consumers:
+            # Retriable for every client: they refresh metadata and fetch again.
+            error = ErrorCode.NOT_LEADER_OR_FOLLOWER
         if error is not None:
             return ReadResult(error, -1, -1, -1)
         high_watermark = self.high_watermark

@@ -424,6 +424,8 @@ class Handlers:
         # As Kafka: tools (replica id -2) may ask any replica; clients and followers the leader.
         if replica_id != DEBUGGING_REPLICA_ID:
             error = replica.leader_error(request["current_leader_epoch"])
+            if error is None and replica_id == CONSUMER_REPLICA_ID and not replica.serves_consumers:
+                error = ErrorCode.OFFSET_NOT_AVAILABLE  # KIP-207: a new leader's HW lags
             if error is not None:
                 return answer | {"error_code": error}
         epoch = replica.leader_epoch

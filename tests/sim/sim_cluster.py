@@ -864,7 +864,7 @@ class Simulation:
                         and info.leader == broker.broker_id
                         and info.leader_epoch == replica.leader_epoch
                     )
-                    if current and self.options.check_visible_hw:
+                    if current and self.options.check_visible_hw and replica.serves_consumers:
                         checker.consumer_high_watermark(partition, replica.high_watermark)
                     if current:
                         checker.acked_present(

@@ -1,10 +1,8 @@
 """The deterministic simulation in the suite: many seeds, replay, and checkers that can fail.
 
-The seed sweep lets each seed choose whether followers send Fetch v12, and runs with one check
-off while its core bug is open (a strict xfail below turns green, and so fails, the day it is
-fixed): "the HW a consumer can see never moves back" - a new leader shows its own, lagging HW.
-Seeds listed in KNOWN_FAILURES fail in that configuration too; each has its own xfail.
-Seeds 36, 251 and 887 once failed; they stay as regression tests of their own below.
+The seed sweep lets each seed choose whether followers send Fetch v12 and checks every invariant.
+A seed found failing while its fix is under way goes in KNOWN_FAILURES with its own strict xfail.
+Seeds 36, 42, 251 and 887 once failed; they stay as regression tests of their own below.
 """
 
 from __future__ import annotations
@@ -19,7 +17,7 @@ from rlog.core.storage.config import LogConfig
 from rlog.core.storage.leader_epochs import LeaderEpochCache
 from rlog.core.storage.log import Log
 
-SUITE_OPTIONS = SimOptions(fetch_v12=None, check_visible_hw=False)  # the seed picks v12 or not
+SUITE_OPTIONS = SimOptions(fetch_v12=None)  # the seed picks v12 or not
 SEEDS = 600
 BATCH = 50
 KNOWN_FAILURES: dict[int, str] = {}
@@ -30,7 +28,7 @@ def _describe(outcome) -> str:  # type: ignore[no-untyped-def]
     return (
         f"seed {outcome.seed} step {outcome.step}: {outcome.invariant}: {outcome.detail}\n{tail}\n"
         f"replay: python tests/sim/sim_run.py --seed {outcome.seed} --trace "
-        "--fetch-v12 off --no-visible-hw"
+        "--fetch-v12 off"
     )
 
 
@@ -68,16 +66,7 @@ def test_a_seed_replays_to_an_identical_trace() -> None:
     assert run_seed(8, SUITE_OPTIONS).trace_hash != first.trace_hash
 
 
-# ---- known core bugs, found by the simulation ----
-
-
-def _assert_ok_or_only(outcome, invariant: str) -> None:  # type: ignore[no-untyped-def]
-    """Fail (AssertionError, the xfail) only through the known bug's invariant; any other
-    failure is a RuntimeError, which the strict xfail does not swallow.
-    """
-    if not outcome.ok and outcome.invariant != invariant:
-        raise RuntimeError(_describe(outcome))
-    assert outcome.ok, _describe(outcome)
+# ---- seeds that once failed ----
 
 
 # Seed 36 livelocked: a follower whose latest epoch entry started at its LEO (no data in that
@@ -128,16 +117,11 @@ def test_minimal_ex_leader_with_no_data_in_its_epoch_catches_up_with_fetch_v12()
     assert ex_leader.log_end_offset == 1, f"stuck: epochs {ex_leader.epochs.entries}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="core bug vs the promise 'the HW a consumer sees never moves back': after a "
-    "failover the new leader serves its own HW, one fetch behind the old leader's "
-    "(Replica.on_consumer_fetch returns it as is)",
-)
+# Seed 42 once showed a consumer HW going back: a new leader served its own HW, one fetch behind
+# the old leader's. A new leader now serves consumers only once its HW reaches its epoch start.
 def test_hw_shown_by_the_current_leader_never_moves_back() -> None:
     outcome = run_seed(42, SimOptions(fetch_v12=False, check_visible_hw=True))
-    _assert_ok_or_only(outcome, "I3-visible-hw")
+    assert outcome.ok, _describe(outcome)
 
 
 # Seed 251 once rewrote offset 0 below an HW of 1: the ISR had shrunk to the leader alone, which

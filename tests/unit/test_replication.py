@@ -336,6 +336,28 @@ def test_a_new_leader_moves_its_hw_only_once_every_isr_member_fetched_in_its_epo
     assert cluster[2].high_watermark == 1
 
 
+def test_a_new_leader_serves_consumers_only_once_its_hw_reaches_its_epoch_start(
+    tmp_path: Path,
+) -> None:
+    """KIP-207: the old leader showed consumers HW 1; the new one starts at HW 0 and must not
+    show that, so it refuses consumers (retriable) until its followers have caught up."""
+    cluster = started(tmp_path)
+    cluster.produce(b"a", 1)
+    cluster.replicate(2, 3, rounds=1)  # both copy offset 0
+    cluster.fetch(2)
+    cluster.fetch(3)  # now the leader has heard from both: HW 1, which 2 has not learned
+    assert cluster[1].on_consumer_fetch(0, FETCH_MAX_BYTES).high_watermark == 1
+    assert cluster[2].high_watermark == 0
+    cluster.elect(2, (1, 2, 3))
+    assert cluster[2].leader_epoch_start_offset == 1 and not cluster[2].serves_consumers
+    refused = cluster[2].on_consumer_fetch(0, FETCH_MAX_BYTES)
+    assert refused.error == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    cluster.replicate(1, 3)
+    assert cluster[2].serves_consumers
+    served = cluster[2].on_consumer_fetch(0, FETCH_MAX_BYTES)
+    assert (served.error, served.high_watermark) == (ErrorCode.NONE, 1)
+
+
 # ---- min.insync.replicas and timeouts ----
 
 

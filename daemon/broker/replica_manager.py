@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"  # Kafka's name
+PARTITION_METADATA = "partition.metadata"  # Kafka's name: the topic id a partition dir holds
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
 UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
 
@@ -120,9 +121,21 @@ class ReplicaManager:
             self.on_followers_changed()
 
     def _open_replica(self, image: MetadataImage, topic: str, index: int) -> Replica:
-        log_ = self.logs.get(topic, index) or self.logs.create(
-            topic, index, self._log_config(image, topic)
-        )
+        topic_id = image.topics[topic].topic_id
+        log_ = self.logs.get(topic, index)
+        if log_ is not None and self._stored_topic_id(log_.dir_path) not in (None, topic_id):
+            # The topic was deleted and made again while this broker was away: these records
+            # belong to the old one and must never be served as the new one's (KIP-516).
+            log.info("deleting %s-%d: it belongs to an earlier topic of that name", topic, index)
+            self.logs.delete(topic, index)
+            log_ = None
+        if log_ is None:
+            log_ = self.logs.create(topic, index, self._log_config(image, topic))
+        if self._stored_topic_id(log_.dir_path) is None:
+            self._fs.replace_atomically(
+                os.path.join(log_.dir_path, PARTITION_METADATA),
+                f"version: 0\ntopic_id: {topic_id}\n".encode(),
+            )
         epochs = LeaderEpochCache.load(
             self._fs,
             log_.dir_path,
@@ -140,6 +153,17 @@ class ReplicaManager:
             0,
             high_watermark=self._checkpointed_hws.get((topic, index), 0),
         )
+
+    def _stored_topic_id(self, dir_path: str) -> str | None:
+        """The topic id in the partition's `partition.metadata` (Kafka's file), if any."""
+        path = os.path.join(dir_path, PARTITION_METADATA)
+        if not self._fs.exists(path):
+            return None
+        for line in self._fs.read_bytes(path).decode(errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "topic_id":
+                return value.strip()
+        return None
 
     def _remove_replica(self, key: TopicPartition, image: MetadataImage) -> None:
         """The partition is no longer ours (its topic was deleted): fail what waits on it."""

@@ -1,31 +1,41 @@
-"""rlogd: run a local rlog cluster in the foreground and keep its brokers alive.
+"""rlogd: run a local rlog cluster in the foreground and keep its processes alive.
 
-`rlogd --brokers N --data-dir DIR [--base-port P] [--config FILE]` starts broker-1..broker-N as
-subprocesses (broker-i on 127.0.0.1:P+i-1, its logs in DIR/broker-i), restarts one that dies per
-the config's restart policy, and on SIGTERM or SIGINT stops them cleanly (each flushes its logs
-and writes its checkpoints). While it runs, DIR/rlogd.json says where everything is; `rlog` reads
-it.
+`rlogd --brokers N --data-dir DIR [--base-port P] [--config FILE]` starts the controller (on
+127.0.0.1:P+N unless the config names its port, its metadata log in DIR/controller) and then
+broker-1..broker-N (broker-i on 127.0.0.1:P+i-1, its logs in DIR/broker-i), each a subprocess
+with its output in DIR/logs. It restarts a process that dies per the config's restart policy, and
+on SIGTERM or SIGINT stops the brokers cleanly (each flushes its logs and writes its checkpoints)
+and then the controller. The cluster's id is made once per data dir and kept in
+DIR/meta.properties. While it runs, DIR/rlogd.json says where everything is, and the control
+socket DIR/rlogd.sock (JSON lines) answers status requests and kills, terminates, pauses, resumes
+or restarts a process on request; `rlog` uses both.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
 import ctypes
 import fcntl
+import importlib.util
 import json
 import logging
 import os
 import signal
 import sys
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlog.core.protocol.apis import ApiKey
 from rlog.daemon.config import ConfigError, RlogConfig, load_config
+from rlog.daemon.control import ControlError, ControlServer, socket_path
 from rlog.daemon.exit_codes import ExitCode
+from rlog.daemon.wire import KafkaClient, WireError
 
 log = logging.getLogger("rlogd")
 
@@ -33,42 +43,71 @@ HOST = "127.0.0.1"
 STATUS_FILE = "rlogd.json"
 LAUNCH_FILE = "cluster.json"
 LOCK_FILE = "rlogd.lock"
-# A broker that stayed up this long has recovered: its next crash starts the backoff again.
+META_FILE = "meta.properties"
+CONTROLLER = "controller"
+CONTROLLER_MODULE = "rlog.daemon.controller"
+# A process that stayed up this long has recovered: its next crash starts the backoff again.
 HEALTHY_RUN_S = 10.0
+# How long the brokers wait for the controller to listen before they are started anyway
+# (they retry reaching it themselves).
+CONTROLLER_START_WAIT_S = 30.0
+# How long a kill request waits to see the process gone before it answers.
+KILL_WAIT_S = 10.0
 _PR_SET_PDEATHSIG = 1
+GAVE_UP = ("stopped", "failed")
 
 
 def _die_with_parent() -> None:
-    """Runs in the child before exec: if rlogd is killed -9, the kernel stops its brokers too."""
+    """Runs in the child before exec: if rlogd is killed -9, the kernel stops its children too."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 @dataclass
-class BrokerProcess:
-    broker_id: int
+class SupervisedProcess:
+    """One child rlogd keeps alive: the controller or a broker."""
+
+    name: str
+    role: str  # "controller" or "broker"
+    node_id: int | None
     port: int
     data_dir: Path
     log_path: Path
+    argv: list[str]
     process: asyncio.subprocess.Process | None = None
     state: str = "starting"
     restarts: int = 0
     last_exit: int | None = None
     started_at: float = 0.0
     backoff_ms: int = 0
+    listening: bool = False
+    # Brought down by a control request: rlogd keeps running for a `restart` even if it stays down.
+    by_request: bool = False
+    restart_requested: bool = False
     supervisor: asyncio.Task[None] | None = field(default=None, repr=False)
+    wake: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
 
     @property
-    def name(self) -> str:
-        return f"broker-{self.broker_id}"
+    def pid(self) -> int | None:
+        return self.process.pid if self.alive and self.process else None
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.returncode is None
+
+    @property
+    def parked(self) -> bool:
+        """Down for good until a `restart` request (the restart policy gave up)."""
+        return self.state in GAVE_UP and not self.alive
 
     def status(self) -> dict[str, Any]:
         return {
-            "id": self.broker_id,
+            "id": self.node_id,
             "name": self.name,
+            "role": self.role,
             "host": HOST,
             "port": self.port,
-            "pid": self.process.pid if self.process and self.process.returncode is None else None,
+            "pid": self.pid,
             "state": self.state,
             "restarts": self.restarts,
             "last_exit": self.last_exit,
@@ -77,164 +116,395 @@ class BrokerProcess:
         }
 
 
+def _controller_argv(port: int, data_dir: Path, cluster_id: str, config: Path | None) -> list[str]:
+    argv = [sys.executable, "-m", CONTROLLER_MODULE, "--host", HOST, "--port", str(port)]
+    argv += ["--data-dir", str(data_dir), "--cluster-id", cluster_id]
+    return argv + (["--config", str(config)] if config is not None else [])
+
+
+def _broker_argv(
+    broker_id: int,
+    port: int,
+    data_dir: Path,
+    controller_port: int,
+    cluster_id: str,
+    config: Path | None,
+) -> list[str]:
+    argv = [sys.executable, "-m", "rlog.daemon.broker", "--id", str(broker_id)]
+    argv += ["--host", HOST, "--port", str(port), "--data-dir", str(data_dir)]
+    argv += ["--controller", f"{HOST}:{controller_port}", "--cluster-id", cluster_id]
+    return argv + (["--config", str(config)] if config is not None else [])
+
+
 class Supervisor:
-    def __init__(self, data_dir: Path, config: RlogConfig, config_path: Path | None) -> None:
+    def __init__(
+        self, data_dir: Path, config: RlogConfig, config_path: Path | None, cluster_id: str
+    ) -> None:
         self.data_dir = data_dir
         self.config = config
         self.config_path = config_path
+        self.cluster_id = cluster_id
         self.stopping = False
         self.started_at_ms = time.time_ns() // 1_000_000
+        self.changed = asyncio.Event()
         cluster = config.cluster
+        controller_port = cluster.resolved_controller_port
+        controller_dir = data_dir / CONTROLLER
+        self.controller = SupervisedProcess(
+            name=CONTROLLER,
+            role="controller",
+            node_id=None,
+            port=controller_port,
+            data_dir=controller_dir,
+            log_path=data_dir / "logs" / "controller.log",
+            argv=_controller_argv(controller_port, controller_dir, cluster_id, config_path),
+        )
         self.brokers = [
-            BrokerProcess(
-                broker_id=i,
+            SupervisedProcess(
+                name=f"broker-{i}",
+                role="broker",
+                node_id=i,
                 port=cluster.base_port + i - 1,
                 data_dir=data_dir / f"broker-{i}",
                 log_path=data_dir / "logs" / f"broker-{i}.log",
+                argv=_broker_argv(
+                    i,
+                    cluster.base_port + i - 1,
+                    data_dir / f"broker-{i}",
+                    controller_port,
+                    cluster_id,
+                    config_path,
+                ),
             )
             for i in range(1, cluster.brokers + 1)
         ]
 
+    @property
+    def processes(self) -> list[SupervisedProcess]:
+        return [self.controller, *self.brokers]
+
     # -- status file ----------------------------------------------------------------------
-    def write_status(self) -> None:
-        document = {
+    def status_document(self) -> dict[str, Any]:
+        return {
             "pid": os.getpid(),
             "started_at_ms": self.started_at_ms,
             "config": str(self.config_path) if self.config_path else None,
+            "cluster_id": self.cluster_id,
+            "restart_policy": self.config.cluster.restart_policy,
+            "control_socket": str(socket_path(self.data_dir)),
+            "controller": self.controller.status(),
             "brokers": [b.status() for b in self.brokers],
         }
-        _write_json_atomically(self.data_dir / STATUS_FILE, document)
 
-    # -- one broker -------------------------------------------------------------------------
-    async def _spawn(self, broker: BrokerProcess) -> None:
-        broker.data_dir.mkdir(parents=True, exist_ok=True)
-        broker.log_path.parent.mkdir(parents=True, exist_ok=True)
-        command = [
-            sys.executable,
-            "-m",
-            "rlog.daemon.broker",
-            "--id",
-            str(broker.broker_id),
-            "--host",
-            HOST,
-            "--port",
-            str(broker.port),
-            "--data-dir",
-            str(broker.data_dir),
-        ]
-        if self.config_path is not None:
-            command += ["--config", str(self.config_path)]
-        with open(broker.log_path, "ab") as output:
-            broker.process = await asyncio.create_subprocess_exec(
-                *command,
+    def write_status(self) -> None:
+        _write_json_atomically(self.data_dir / STATUS_FILE, self.status_document())
+        self.changed.set()
+
+    # -- one process ------------------------------------------------------------------------
+    async def _spawn(self, child: SupervisedProcess) -> None:
+        child.data_dir.mkdir(parents=True, exist_ok=True)
+        child.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(child.log_path, "ab") as output:
+            child.process = await asyncio.create_subprocess_exec(
+                *child.argv,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=output,
                 stderr=output,
                 preexec_fn=_die_with_parent,
             )
-        broker.state = "starting"
-        broker.started_at = time.monotonic()
-        log.info("%s started, pid %d, port %d", broker.name, broker.process.pid, broker.port)
+        child.state = "starting"
+        child.listening = False
+        child.by_request = False
+        child.started_at = time.monotonic()
+        log.info("%s started, pid %d, port %d", child.name, child.process.pid, child.port)
         self.write_status()
 
-    async def _await_listening(self, broker: BrokerProcess) -> None:
-        """Mark the broker running once its port accepts connections."""
-        assert broker.process is not None
-        while broker.process.returncode is None:
+    async def _await_listening(self, child: SupervisedProcess) -> None:
+        """Mark the process running once it answers ApiVersions on its port (not just accepts
+        connections: another program squatting the port must not pass for it)."""
+        process = child.process
+        assert process is not None
+        while process.returncode is None:
+            client = KafkaClient(HOST, child.port, client_id="rlogd")
             try:
-                _, writer = await asyncio.wait_for(asyncio.open_connection(HOST, broker.port), 1)
-            except (OSError, TimeoutError):
+                await client.request(ApiKey.API_VERSIONS, 0, {}, timeout_s=1.0)
+            except WireError:
                 await asyncio.sleep(0.05)
                 continue
-            writer.close()
-            broker.state = "running"
+            finally:
+                client.close()
+            child.listening = True
+            if child.state == "starting":
+                child.state = "running"
             self.write_status()
             return
 
-    async def supervise(self, broker: BrokerProcess) -> None:
+    async def _run_once(self, child: SupervisedProcess) -> int:
+        """Start the process and wait for it to exit; its exit code."""
+        await self._spawn(child)
+        assert child.process is not None
+        listening = asyncio.create_task(self._await_listening(child))
+        code = await child.process.wait()
+        listening.cancel()
+        child.last_exit = code
+        child.listening = False
+        return code
+
+    def _should_restart(self, code: int) -> bool:
+        """The restart policy's verdict (rlog.toml(5)): "always" restarts whatever the exit,
+        "on-failure" unless it was clean or a CONFIG exit (bad config, port in use)."""
         policy = self.config.cluster.restart_policy
+        clean = code in (ExitCode.OK, ExitCode.CONFIG)
+        return policy == "always" or (policy == "on-failure" and not clean)
+
+    async def _park(self, child: SupervisedProcess, code: int) -> None:
+        """The policy does not restart it: record why, then wait for a `restart` request."""
+        child.state = "stopped" if code in (ExitCode.OK, ExitCode.CONFIG) else "failed"
+        if code == ExitCode.CONFIG:
+            log.error("%s cannot start (see %s); not restarting", child.name, child.log_path)
+        self.write_status()
+        await child.wake.wait()
+        child.wake.clear()
+        if not self.stopping:
+            child.restarts += 1
+
+    async def _back_off(self, child: SupervisedProcess, ran_s: float) -> None:
+        if ran_s >= HEALTHY_RUN_S:
+            child.backoff_ms = 0
+        child.state = "restarting"
+        child.restarts += 1
+        self.write_status()
+        with contextlib.suppress(TimeoutError):  # a `restart` request cuts the wait short
+            await asyncio.wait_for(child.wake.wait(), child.backoff_ms / 1000)
+        child.wake.clear()
+        cluster = self.config.cluster
+        child.backoff_ms = min(
+            max(cluster.restart_backoff_ms, child.backoff_ms * 2), cluster.restart_backoff_max_ms
+        )
+
+    async def supervise(self, child: SupervisedProcess) -> None:
         while not self.stopping:
-            await self._spawn(broker)
-            assert broker.process is not None
-            listening = asyncio.create_task(self._await_listening(broker))
-            code = await broker.process.wait()
-            listening.cancel()
-            broker.last_exit = code
+            code = await self._run_once(child)
             if self.stopping:
                 break
-            ran_s = time.monotonic() - broker.started_at
-            log.warning("%s exited with %s after %.1f s", broker.name, _describe_exit(code), ran_s)
-            restart = policy == "always" or (
-                policy == "on-failure" and code != ExitCode.OK and code != ExitCode.CONFIG
-            )
-            if not restart:
-                broker.state = "stopped" if code in (ExitCode.OK, ExitCode.CONFIG) else "failed"
-                if code == ExitCode.CONFIG:
-                    log.error(
-                        "%s cannot start (see %s); not restarting", broker.name, broker.log_path
-                    )
-                self.write_status()
-                return
-            if ran_s >= HEALTHY_RUN_S:
-                broker.backoff_ms = 0
-            broker.state = "restarting"
-            broker.restarts += 1
-            self.write_status()
-            await asyncio.sleep(broker.backoff_ms / 1000)
-            broker.backoff_ms = min(
-                max(self.config.cluster.restart_backoff_ms, broker.backoff_ms * 2),
-                self.config.cluster.restart_backoff_max_ms,
-            )
-        broker.state = "stopped"
+            ran_s = time.monotonic() - child.started_at
+            log.warning("%s exited with %s after %.1f s", child.name, _describe_exit(code), ran_s)
+            if child.restart_requested:  # a `restart` request: start it again now
+                child.restart_requested = False
+                child.restarts += 1
+                continue
+            if self._should_restart(code):
+                await self._back_off(child, ran_s)
+            else:
+                await self._park(child, code)
+        child.state = "stopped"
+
+    def _start_supervising(self, child: SupervisedProcess) -> None:
+        child.supervisor = asyncio.create_task(self.supervise(child), name=child.name)
+
+    async def _stop_process(self, child: SupervisedProcess) -> int | None:
+        """SIGTERM (SIGCONT too if paused), SIGKILL after shutdown_timeout_ms; the exit code."""
+        process = child.process
+        if process is None or process.returncode is not None:
+            return None
+        log.info("stopping %s (pid %d)", child.name, process.pid)
+        paused = child.state == "paused"
+        child.state = "stopping"
+        self.write_status()
+        with contextlib.suppress(ProcessLookupError):
+            process.terminate()
+            if paused:
+                process.send_signal(signal.SIGCONT)
+        timeout_s = self.config.cluster.shutdown_timeout_ms / 1000
+        try:
+            return await asyncio.wait_for(process.wait(), timeout_s)
+        except TimeoutError:
+            log.error("%s did not stop within %.0f s; killing it", child.name, timeout_s)
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            return await process.wait()
+
+    # -- control requests ---------------------------------------------------------------------
+    def _target(self, name: str) -> SupervisedProcess:
+        for child in self.processes:
+            if child.name == name:
+                return child
+        known = ", ".join(child.name for child in self.processes)
+        raise ControlError(f"unknown target {name!r} (known: {known})", "unknown-target")
+
+    async def control(self, op: str, target: str) -> dict[str, Any]:
+        """Apply a control request (see rlog.daemon.control) to one process."""
+        if self.stopping:
+            raise ControlError("rlogd is shutting down")
+        child = self._target(target)
+        if op == "restart":
+            message = await self._restart(child)
+        else:
+            message = await self._signal(child, op)
+        self.write_status()
+        return {"op": op, "target": child.name, "message": message, **child.status()}
+
+    async def _signal(self, child: SupervisedProcess, op: str) -> str:
+        process = child.process
+        if process is None or process.returncode is not None:
+            raise ControlError(f"{child.name} is not running (state {child.state})")
+        pid = process.pid
+        if op == "pause":
+            if child.state == "paused":
+                raise ControlError(f"{child.name} (pid {pid}) is already paused")
+            process.send_signal(signal.SIGSTOP)
+            child.state = "paused"
+            return f"paused {child.name} (pid {pid}) with SIGSTOP"
+        if op == "resume":
+            if child.state != "paused":
+                raise ControlError(f"{child.name} (pid {pid}) is not paused")
+            process.send_signal(signal.SIGCONT)
+            child.state = "running" if child.listening else "starting"
+            return f"resumed {child.name} (pid {pid}) with SIGCONT"
+        if op == "kill":
+            return await self._kill(child, process)
+        return await self._terminate(child, process)
+
+    async def _kill(self, child: SupervisedProcess, process: asyncio.subprocess.Process) -> str:
+        child.by_request = True
+        process.kill()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(process.wait(), KILL_WAIT_S)
+        await asyncio.sleep(0)  # let the supervisor see the exit first
+        policy = self.config.cluster.restart_policy
+        after = "restarting it" if self._should_restart(-signal.SIGKILL) else "leaving it down"
+        return (
+            f"killed {child.name} (pid {process.pid}) with SIGKILL; "
+            f"restart policy {policy}: {after}"
+        )
+
+    async def _terminate(
+        self, child: SupervisedProcess, process: asyncio.subprocess.Process
+    ) -> str:
+        child.by_request = True
+        code = await self._stop_process(child)
+        await asyncio.sleep(0)
+        policy = self.config.cluster.restart_policy
+        exited = _describe_exit(code) if code is not None else "unknown status"
+        after = "restarting it" if code is not None and self._should_restart(code) else "stopped"
+        return (
+            f"terminated {child.name} (pid {process.pid}) with SIGTERM: exited with {exited}; "
+            f"restart policy {policy}: {after}"
+        )
+
+    async def _restart(self, child: SupervisedProcess) -> str:
+        old_pid = child.pid
+        if child.alive:
+            child.restart_requested = True
+            await self._stop_process(child)
+        else:
+            child.wake.set()  # parked or backing off: start it now
+        deadline = time.monotonic() + KILL_WAIT_S
+        while not (child.alive and child.pid != old_pid) and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        if not child.alive:
+            raise ControlError(f"{child.name} did not start again (state {child.state})")
+        if old_pid is None:
+            return f"started {child.name} (pid {child.pid})"
+        return f"restarted {child.name} (pid {old_pid} -> {child.pid})"
 
     # -- whole cluster ------------------------------------------------------------------------
+    def _brokers_gave_up(self) -> bool:
+        """Every broker is down for good and none by request: nothing left to supervise."""
+        return all(b.parked and not b.by_request for b in self.brokers)
+
+    async def _start_controller(self) -> bool:
+        """Start the controller and wait until it listens; False if it cannot start."""
+        if not _runnable(CONTROLLER_MODULE):
+            log.error("the controller (%s) is not installed; cannot start", CONTROLLER_MODULE)
+            return False
+        self._start_supervising(self.controller)
+        deadline = time.monotonic() + CONTROLLER_START_WAIT_S
+        while not self.stopping and time.monotonic() < deadline:
+            if self.controller.state == "running":
+                return True
+            if self.controller.parked:
+                log.error(
+                    "the controller could not start (%s; see %s); not starting the brokers",
+                    _describe_exit(self.controller.last_exit or 0),
+                    self.controller.log_path,
+                )
+                return False
+            self.changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.changed.wait(), 0.2)
+        if not self.stopping:
+            log.warning("the controller does not listen yet; starting the brokers anyway")
+        return True
+
     async def run(self) -> int:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
+        control = ControlServer(socket_path(self.data_dir), self)
+        await control.start()
+        self.write_status()
+        try:
+            return await self._run_until_stopped(stop)
+        finally:
+            await self.shutdown()
+            await control.close()
+
+    async def _run_until_stopped(self, stop: asyncio.Event) -> int:
+        stopping = asyncio.create_task(stop.wait())
+        controller_up = asyncio.create_task(self._start_controller())
+        await asyncio.wait({stopping, controller_up}, return_when=asyncio.FIRST_COMPLETED)
+        if stop.is_set():
+            controller_up.cancel()
+            return ExitCode.OK
+        if not controller_up.result():
+            stopping.cancel()
+            return ExitCode.FAILURE
         for broker in self.brokers:
-            broker.supervisor = asyncio.create_task(self.supervise(broker))
-        stop_requested = asyncio.create_task(stop.wait())
-        # Run until asked to stop, or until no broker is left to supervise (policy gave up).
-        running = {b.supervisor for b in self.brokers if b.supervisor}
-        while running and not stop.is_set():
-            done, _ = await asyncio.wait(
-                running | {stop_requested}, return_when=asyncio.FIRST_COMPLETED
-            )
-            running -= done
-        await self.shutdown()
-        stop_requested.cancel()
+            self._start_supervising(broker)
+        # Run until asked to stop, or until the policy gave up on every broker.
+        while not stop.is_set() and not self._brokers_gave_up():
+            self.changed.clear()
+            changed = asyncio.create_task(self.changed.wait())
+            await asyncio.wait({stopping, changed}, return_when=asyncio.FIRST_COMPLETED)
+            changed.cancel()
+        stopping.cancel()
+        if stop.is_set():
+            return ExitCode.OK
         failed = any(b.state == "failed" or b.last_exit == ExitCode.CONFIG for b in self.brokers)
-        return ExitCode.FAILURE if failed and not stop.is_set() else ExitCode.OK
+        return ExitCode.FAILURE if failed else ExitCode.OK
 
     async def shutdown(self) -> None:
+        """Stop the brokers (in parallel), then the controller, then the supervisors."""
         self.stopping = True
-        live = [b for b in self.brokers if b.process and b.process.returncode is None]
-        for broker in live:
-            assert broker.process is not None
-            log.info("stopping %s (pid %d)", broker.name, broker.process.pid)
-            broker.state = "stopping"
-            with contextlib.suppress(ProcessLookupError):
-                broker.process.terminate()
-        self.write_status()
-        timeout_s = self.config.cluster.shutdown_timeout_ms / 1000
-        for broker in live:
-            assert broker.process is not None
-            try:
-                await asyncio.wait_for(broker.process.wait(), timeout_s)
-            except TimeoutError:
-                log.error("%s did not stop within %.0f s; killing it", broker.name, timeout_s)
-                with contextlib.suppress(ProcessLookupError):
-                    broker.process.kill()
-                await broker.process.wait()
-            broker.state = "stopped"
-        for broker in self.brokers:
-            if broker.supervisor:
-                broker.supervisor.cancel()
+        for child in self.processes:
+            child.wake.set()
+        await asyncio.gather(*(self._stop_process(b) for b in self.brokers))
+        await self._stop_process(self.controller)
+        for child in self.processes:
+            if child.supervisor:
+                child.supervisor.cancel()
         await asyncio.gather(
-            *(b.supervisor for b in self.brokers if b.supervisor), return_exceptions=True
+            *(c.supervisor for c in self.processes if c.supervisor), return_exceptions=True
         )
+        # One a supervisor was spawning while the others stopped.
+        await asyncio.gather(*(self._stop_process(b) for b in self.brokers))
+        await self._stop_process(self.controller)
+        for child in self.processes:
+            child.state = "stopped"
+        self.write_status()
+
+
+def _runnable(module: str) -> bool:
+    """Whether `python -m module` has something to run (a module, or a package's __main__)."""
+    try:
+        spec = importlib.util.find_spec(module)
+        if spec is not None and spec.submodule_search_locations is not None:
+            spec = importlib.util.find_spec(f"{module}.__main__")
+    except (ImportError, ValueError):
+        return False
+    return spec is not None
 
 
 def _describe_exit(code: int) -> str:
@@ -250,6 +520,30 @@ def _write_json_atomically(path: Path, document: dict[str, Any]) -> None:
     os.replace(temporary, path)
 
 
+def new_cluster_id() -> str:
+    """Kafka's form: a random UUID, base64url without padding (22 characters). Like Kafka's
+    Uuid.randomUuid, never one starting with "-", which a command line would take for a flag."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
+def cluster_id_of(data_dir: Path) -> str:
+    """The data dir's cluster id from DIR/meta.properties, made and written on first use."""
+    path = data_dir / META_FILE
+    with contextlib.suppress(FileNotFoundError):
+        for line in path.read_text().splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "cluster.id" and value.strip():
+                return value.strip()
+    cluster_id = new_cluster_id()
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(f"version=1\ncluster.id={cluster_id}\n")
+    os.replace(temporary, path)
+    return cluster_id
+
+
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="rlogd", description="Run a local rlog cluster in the foreground."
@@ -262,7 +556,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--base-port",
         type=int,
         default=None,
-        help="broker-i listens on BASE_PORT+i-1 (default 9092)",
+        help="broker-i listens on BASE_PORT+i-1, the controller on BASE_PORT+BROKERS unless "
+        "the config sets controller_port (default 9092)",
     )
     parser.add_argument("--config", type=Path, default=None, help="rlog TOML config file")
     return parser.parse_args(argv)
@@ -283,6 +578,12 @@ def _settings(args: argparse.Namespace) -> RlogConfig:
             raise ConfigError(f"--brokers: {cluster.brokers} is not within 1..64")
         if not 1 <= cluster.base_port <= 65535 - cluster.brokers:
             raise ConfigError(f"--base-port: {cluster.base_port} is not a usable port")
+        broker_ports = range(cluster.base_port, cluster.base_port + cluster.brokers)
+        if cluster.controller_port in broker_ports:
+            raise ConfigError(
+                f"controller_port {cluster.controller_port} is one of the brokers' ports "
+                f"({broker_ports.start}..{broker_ports.stop - 1})"
+            )
         config = replace(config, cluster=cluster)
     return config
 
@@ -305,22 +606,30 @@ def main(argv: list[str] | None = None) -> None:
     except BlockingIOError:
         print(f"rlogd: another rlogd is already running for {data_dir}", file=sys.stderr)
         sys.exit(ExitCode.USAGE)
+    cluster_id = cluster_id_of(data_dir)
     _write_json_atomically(
         data_dir / LAUNCH_FILE,
         {
             "brokers": config.cluster.brokers,
             "base_port": config.cluster.base_port,
+            "controller_port": config.cluster.resolved_controller_port,
             "config": str(config_path) if config_path else None,
         },
     )
-    supervisor = Supervisor(data_dir, config, config_path)
+    code = asyncio.run(_serve(data_dir, config, config_path, cluster_id))
+    log.info("rlogd stopped")
+    sys.exit(code)
+
+
+async def _serve(
+    data_dir: Path, config: RlogConfig, config_path: Path | None, cluster_id: str
+) -> int:
+    supervisor = Supervisor(data_dir, config, config_path, cluster_id)
     try:
-        code = asyncio.run(supervisor.run())
+        return await supervisor.run()
     finally:
         with contextlib.suppress(FileNotFoundError):
             (data_dir / STATUS_FILE).unlink()
-    log.info("rlogd stopped")
-    sys.exit(code)
 
 
 if __name__ == "__main__":

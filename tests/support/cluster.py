@@ -1,4 +1,4 @@
-"""Free ports and a real rlogd cluster, started as a user would start one."""
+"""Free ports and a real rlogd cluster (a controller and N brokers), started as a user would."""
 
 from __future__ import annotations
 
@@ -12,8 +12,14 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from rlog.core.protocol.apis import ApiKey
+from rlog.daemon import control
+from rlog.daemon.wire import BlockingKafkaClient, WireError
 
 HOST = "127.0.0.1"
+STARTUP_TIMEOUT_S = 30.0
 
 
 def port_is_free(port: int) -> bool:
@@ -27,12 +33,29 @@ def port_is_free(port: int) -> bool:
 
 
 def free_base_port(count: int) -> int:
-    """A base port P with P..P+count-1 free, picked at random so parallel runs rarely collide."""
+    """A base port P with P..P+count free: `count` brokers and the controller after them (rlogd's
+    default controller port), picked at random so parallel runs rarely collide."""
     for _ in range(200):
         base = random.randint(20_000, 40_000)
-        if all(port_is_free(base + i) for i in range(count)):
+        if all(port_is_free(base + i) for i in range(count + 1)):
             return base
     raise RuntimeError("no free port range found")
+
+
+def registered_brokers(host: str, port: int, timeout_s: float = 3.0) -> list[int]:
+    """The broker ids a broker's Metadata v8 lists (the brokers registered with the controller)."""
+    with BlockingKafkaClient(host, port, timeout_s=timeout_s) as client:
+        body = client.request(
+            ApiKey.METADATA,
+            8,
+            {
+                "topics": [],
+                "allow_auto_topic_creation": False,
+                "include_cluster_authorized_operations": False,
+                "include_topic_authorized_operations": False,
+            },
+        )
+    return sorted(b["node_id"] for b in body["brokers"])
 
 
 @dataclass
@@ -46,7 +69,8 @@ class Cluster:
 
     @property
     def bootstrap(self) -> str:
-        return f"{HOST}:{self.base_port}"
+        """Every broker, so clients still find the cluster while some brokers are down."""
+        return ",".join(f"{HOST}:{self.base_port + i}" for i in range(self.brokers))
 
     def status(self) -> dict:
         return json.loads((self.data_dir / "rlogd.json").read_text())
@@ -54,24 +78,63 @@ class Cluster:
     def broker_pid(self, broker_id: int) -> int | None:
         return self.status()["brokers"][broker_id - 1]["pid"]
 
+    def controller_pid(self) -> int | None:
+        return self.status()["controller"]["pid"]
+
+    def chaos(self, op: str, target: str, *, timeout_s: float = 60.0) -> dict[str, Any]:
+        """kill|terminate|pause|resume|restart a process ("broker-N" or "controller") through
+        rlogd's control socket; the reply. RuntimeError if rlogd refused."""
+        reply = control.request(self.data_dir, {"op": op, "target": target}, timeout_s)
+        if not reply.get("ok"):
+            raise RuntimeError(f"chaos {op} {target}: {reply.get('error')}")
+        return reply
+
+    def _processes(self) -> list[dict[str, Any]]:
+        try:
+            status = self.status()
+        except (FileNotFoundError, json.JSONDecodeError):
+            return []
+        controller = [status["controller"]] if status.get("controller") else []
+        return controller + status["brokers"]
+
     def wait_until_running(self, timeout_s: float = 30.0, *, not_pid: int | None = None) -> None:
-        """Every broker running and accepting connections (and, if given, with a new pid)."""
+        """The controller and every broker running and accepting connections (and, if given,
+        none with the pid `not_pid`)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(
                     f"rlogd exited with {self.process.returncode}:\n{self.log_tail()}"
                 )
-            try:
-                brokers = self.status()["brokers"]
-            except (FileNotFoundError, json.JSONDecodeError):
-                brokers = []
-            if brokers and all(
-                b["state"] == "running" and b["pid"] and b["pid"] != not_pid for b in brokers
+            processes = self._processes()
+            if processes and all(
+                p["state"] == "running" and p["pid"] and p["pid"] != not_pid for p in processes
             ):
                 return
             time.sleep(0.05)
         raise TimeoutError(f"cluster not running after {timeout_s} s:\n{self.log_tail()}")
+
+    def wait_until_registered(self, timeout_s: float = STARTUP_TIMEOUT_S) -> None:
+        """broker-1's Metadata lists every broker: all have registered with the controller."""
+        deadline = time.monotonic() + timeout_s
+        wanted = list(range(1, self.brokers + 1))
+        seen: list[int] | str = []
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"rlogd exited with {self.process.returncode}:\n{self.log_tail()}"
+                )
+            try:
+                seen = registered_brokers(HOST, self.base_port)
+            except WireError as error:
+                seen = str(error)
+            if seen == wanted:
+                return
+            time.sleep(0.1)
+        raise TimeoutError(
+            f"broker-1's Metadata lists brokers {seen}, not {wanted}, after {timeout_s} s:\n"
+            f"{self.log_tail()}"
+        )
 
     def log_tail(self, lines: int = 40) -> str:
         text = []
@@ -105,7 +168,8 @@ def start_cluster(data_dir: Path, brokers: int = 1, config: Path | None = None) 
         )
     cluster = Cluster(data_dir, base_port, brokers, process)
     try:
-        cluster.wait_until_running()
+        cluster.wait_until_running(STARTUP_TIMEOUT_S)
+        cluster.wait_until_registered()
     except BaseException:
         cluster.stop()
         raise

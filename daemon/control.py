@@ -1,0 +1,214 @@
+"""rlogd's control API: a Unix socket in the data dir speaking one JSON object per line.
+
+The socket is ``DATA_DIR/rlogd.sock``, mode 0600 (only the user running rlogd may steer it).
+Each request line is a JSON object with an ``op``; each gets one reply line:
+
+* ``{"op": "status"}`` -> ``{"ok": true, ...the rlogd.json document...}``
+* ``{"op": OP, "target": "broker-N" | "controller"}`` for OP in :data:`PROCESS_OPS` ->
+  ``{"ok": true, "op": OP, "target": ..., "message": "one line", ...}``
+
+Any failure is ``{"ok": false, "error": "one clear line", "reason": R}`` where R is one of
+:data:`REASONS`. A bad request, an unknown op or target, or a bug in a handler is answered that
+way and never ends rlogd.
+
+The server side is :class:`ControlServer` (asyncio, in rlogd); :func:`request` is the blocking
+client the CLI and the tests use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+log = logging.getLogger("rlogd.control")
+
+SOCKET_FILE = "rlogd.sock"
+# kill: SIGKILL, then the restart policy; terminate: SIGTERM (a clean exit); pause/resume:
+# SIGSTOP/SIGCONT; restart: stop (SIGTERM, SIGKILL after shutdown_timeout_ms) and start again.
+PROCESS_OPS = ("kill", "terminate", "pause", "resume", "restart")
+OPS = ("status", *PROCESS_OPS)
+# Why a request failed: it was malformed or named an unknown op ("bad-request"), an unknown
+# process ("unknown-target"), the process is not in a state the op applies to ("refused"), or
+# rlogd itself failed ("internal").
+REASONS = ("bad-request", "unknown-target", "refused", "internal")
+# A request is one small JSON object; a longer line is refused rather than buffered.
+MAX_LINE_BYTES = 64 * 1024
+# sun_path holds 108 bytes with its NUL; longer paths are reached through /proc/self/fd.
+_SUN_PATH_MAX = 100
+
+
+class ControlError(Exception):
+    """A request the control API refuses; the message is the one-line reply."""
+
+    def __init__(self, message: str, reason: str = "refused") -> None:
+        assert reason in REASONS, reason
+        super().__init__(message)
+        self.reason = reason
+
+
+class Controlled(Protocol):
+    """What the control server steers (rlogd's Supervisor)."""
+
+    def status_document(self) -> dict[str, Any]: ...
+
+    async def control(self, op: str, target: str) -> dict[str, Any]: ...
+
+
+def socket_path(data_dir: Path) -> Path:
+    return data_dir / SOCKET_FILE
+
+
+@contextlib.contextmanager
+def _bindable(path: Path) -> Iterator[str]:
+    """A name for ``path`` that fits in sun_path (via the directory's fd if it is too long)."""
+    if len(os.fsencode(str(path))) < _SUN_PATH_MAX:
+        yield str(path)
+        return
+    directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        yield f"/proc/self/fd/{directory}/{path.name}"
+    finally:
+        os.close(directory)
+
+
+def _error(message: str, reason: str = "bad-request") -> dict[str, Any]:
+    return {"ok": False, "error": message, "reason": reason}
+
+
+async def handle_request(target: Controlled, line: bytes) -> dict[str, Any]:
+    """One request line -> its reply; never raises."""
+    try:
+        request = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        return _error("the request is not JSON (send one JSON object per line)")
+    if not isinstance(request, dict):
+        return _error("the request must be a JSON object with an 'op'")
+    op = request.get("op")
+    if op not in OPS:
+        return _error(f"unknown op {op!r} (known: {', '.join(OPS)})")
+    try:
+        if op == "status":
+            return {"ok": True, **target.status_document()}
+        name = request.get("target")
+        if not isinstance(name, str) or not name:
+            return _error(f"op {op!r} needs a 'target' (broker-N or controller)")
+        return {"ok": True, **(await target.control(op, name))}
+    except ControlError as error:
+        return _error(str(error), error.reason)
+    except Exception as error:  # the API must never take rlogd down
+        log.exception("control request %r failed", request)
+        return _error(f"internal error in rlogd: {type(error).__name__}: {error}", "internal")
+
+
+class ControlServer:
+    """The listening socket; each connection may send many requests, answered in order."""
+
+    def __init__(self, path: Path, target: Controlled) -> None:
+        self.path = path
+        self.target = target
+        self._server: asyncio.AbstractServer | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        # We hold the data dir's lock, so a socket file left here is a dead rlogd's.
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        previous_umask = os.umask(0o177)  # created 0600: no window where others may connect
+        try:
+            with _bindable(self.path) as name:
+                listener.bind(name)
+        except OSError:
+            listener.close()
+            raise
+        finally:
+            os.umask(previous_umask)
+        os.chmod(self.path, 0o600)
+        self._server = await asyncio.start_unix_server(
+            self._serve, sock=listener, limit=MAX_LINE_BYTES
+        )
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        try:
+            while True:
+                try:
+                    line = await reader.readline()
+                except ValueError:  # longer than MAX_LINE_BYTES
+                    reply = _error(f"request longer than {MAX_LINE_BYTES} bytes")
+                    writer.write(json.dumps(reply).encode() + b"\n")
+                    break
+                if not line.strip():
+                    if not line:
+                        break
+                    continue
+                reply = await handle_request(self.target, line)
+                writer.write(json.dumps(reply).encode() + b"\n")
+                await writer.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            self._connections.discard(task)
+            writer.close()
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        await asyncio.gather(*self._connections, return_exceptions=True)
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+
+# -- the client -------------------------------------------------------------------------------
+
+
+class ControlUnavailable(Exception):
+    """Nobody answers on the socket: rlogd is not running (or not yet listening)."""
+
+
+def request(data_dir: Path, document: dict[str, Any], timeout_s: float = 10.0) -> dict[str, Any]:
+    """Send one request to the rlogd of ``data_dir`` and return its reply.
+
+    ControlUnavailable when no rlogd listens there; TimeoutError when it does not answer in
+    ``timeout_s``.
+    """
+    path = socket_path(data_dir)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+        client.settimeout(timeout_s)
+        try:
+            with _bindable(path) as name:
+                client.connect(name)
+        except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError) as error:
+            raise ControlUnavailable(f"{path}: {error.strerror}") from None
+        client.sendall(json.dumps(document).encode() + b"\n")
+        reply = _read_line(client)
+    try:
+        answer = json.loads(reply)
+    except ValueError:
+        raise ControlUnavailable(f"{path}: rlogd answered something that is not JSON") from None
+    if not isinstance(answer, dict):
+        raise ControlUnavailable(f"{path}: rlogd answered something that is not a JSON object")
+    return answer
+
+
+def _read_line(client: socket.socket) -> bytes:
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = client.recv(MAX_LINE_BYTES)
+        if not chunk:
+            if not data:
+                raise ControlUnavailable("rlogd closed the control connection without answering")
+            break
+        data += chunk
+    return data

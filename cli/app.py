@@ -1,6 +1,6 @@
 """The ``rlog`` command: the root options, the command tree, and the one place errors print.
 
-Commands live one group per module (cluster, topic, produce, consume, bench) and stay thin.
+Commands live one group per module (cluster, topic, produce, consume, bench, chaos) and stay thin.
 ``main`` runs click in non-standalone mode so that every failure, including click's own usage
 errors, comes out as a single ``rlog: error: ...`` line with an :class:`ExitCode`.
 """
@@ -21,7 +21,7 @@ except ImportError:  # pragma: no cover - depends on the installed typer
     from click import exceptions as click_errors  # type: ignore[no-redef]
 
 from rlog import __version__
-from rlog.cli import bench, cluster, consume, manpages, produce, topic
+from rlog.cli import bench, chaos, cluster, consume, manpages, produce, topic
 from rlog.cli.discovery import ENV_BOOTSTRAP, ENV_DATA_DIR, Settings, default_data_dir
 from rlog.cli.terminal import CliError, ColorMode, ExitCode, Terminal, one_line
 
@@ -39,6 +39,7 @@ app.add_typer(topic.app, name="topic")
 app.command("produce", no_args_is_help=True)(produce.produce)
 app.command("consume", no_args_is_help=True)(consume.consume)
 app.add_typer(bench.app, name="bench")
+app.add_typer(chaos.app, name="chaos")
 app.command("man")(manpages.man)
 
 

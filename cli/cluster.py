@@ -1,9 +1,10 @@
 """``rlog cluster up|status|down|purge``: a local cluster, like ``rpk container`` without Docker.
 
 ``up`` starts rlogd detached (its own session, output to ``DATA_DIR/rlogd.log``) and returns
-once every broker answers ApiVersions. ``down`` signals the rlogd recorded in
-``DATA_DIR/rlogd.json`` and only ever kills a process whose command line shows it is the rlogd
-of that data dir.
+once the controller and every broker answer ApiVersions and every broker has registered with the
+controller (broker-1's Metadata lists them all). ``status`` shows a row per process (controller
+and brokers). ``down`` signals the rlogd recorded in ``DATA_DIR/rlogd.json`` and only ever kills
+a process whose command line shows it is the rlogd of that data dir.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from rlog.cli.discovery import (
     LAUNCH_FILE,
     LOG_FILE,
     STATE_FILE,
+    BrokerState,
     ClusterState,
     DataDirOption,
     Settings,
@@ -40,14 +42,25 @@ from rlog.cli.discovery import (
     settings_of,
 )
 from rlog.cli.terminal import CliError, ExitCode, Terminal
+from rlog.core.protocol.apis import ApiKey
+from rlog.daemon.config import ConfigError, load_config
+from rlog.daemon.wire import BlockingKafkaClient, WireError
 
 app = typer.Typer(help="Start, inspect, stop and remove a local cluster.", no_args_is_help=True)
 
 DEFAULT_BASE_PORT = 9092
 STOP_GRACE_S = 20.0
 LOG_TAIL_LINES = 20
-GAVE_UP = {"failed", "stopped"}  # broker states rlogd does not restart from
-STATE_COLORS = {"running": "green", "yes": "green", "no": "red", "stopped": "red", "failed": "red"}
+GAVE_UP = {"failed", "stopped"}  # process states rlogd does not restart from
+STATE_COLORS = {
+    "running": "green",
+    "yes": "green",
+    "no": "red",
+    "stopped": "red",
+    "failed": "red",
+    "paused": "yellow",
+    "restarting": "yellow",
+}
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
@@ -91,30 +104,47 @@ def _log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
 
 
 def _failure_details(data_dir: Path, state: ClusterState | None) -> list[str]:
-    """The tail of rlogd's log, then of each broker's log that does not answer."""
+    """The tail of rlogd's log, then of each process's log that does not answer."""
     details = [f"last lines of {data_dir / LOG_FILE}:", *_log_tail(data_dir / LOG_FILE)]
-    for broker in state.brokers if state is not None else ():
+    for broker in state.processes if state is not None else ():
         if broker.log and not broker_answers(broker.host, broker.port, timeout_s=0.2):
             tail = _log_tail(Path(broker.log), LOG_TAIL_LINES // 2)
             details += [f"last lines of {broker.log}:", *tail] if tail else []
     return details
 
 
-def _broker_rows(state: ClusterState, answers: Sequence[bool] | None = None) -> list[list[str]]:
-    rows = []
-    for i, broker in enumerate(state.brokers):
-        row = [str(broker.id), broker.state, broker.address]
-        if answers is not None:
-            row = [
-                str(broker.id),
-                broker.name,
-                broker.state,
-                str(broker.pid) if broker.pid else "-",
-                broker.address,
-                "yes" if answers[i] else "no",
-            ]
-        rows.append(row)
-    return rows
+def _broker_rows(state: ClusterState) -> list[list[str]]:
+    """``rlog cluster up``'s table, as ``rpk container start`` prints it: the brokers."""
+    return [[str(b.id), b.state, b.address] for b in state.brokers]
+
+
+def _process_rows(state: ClusterState, answers: Sequence[bool]) -> list[list[str]]:
+    """``rlog cluster status``'s table: the controller, then each broker."""
+    return [
+        [
+            p.name,
+            p.role,
+            p.address,
+            str(p.pid) if p.pid else "-",
+            p.state,
+            str(p.restarts),
+            "yes" if answers[i] else "no",
+        ]
+        for i, p in enumerate(state.processes)
+    ]
+
+
+def _process_json(process: BrokerState, answers: bool) -> dict[str, object]:
+    return {
+        "id": process.id,
+        "name": process.name,
+        "role": process.role,
+        "state": process.state,
+        "pid": process.pid,
+        "address": process.address,
+        "restarts": process.restarts,
+        "answers": answers,
+    }
 
 
 def _print_ready(terminal: Terminal, state: ClusterState, data_dir: Path, json_out: bool) -> None:
@@ -124,7 +154,9 @@ def _print_ready(terminal: Terminal, state: ClusterState, data_dir: Path, json_o
             {
                 "data_dir": str(data_dir),
                 "rlogd_pid": state.pid,
+                "cluster_id": state.cluster_id,
                 "bootstrap": bootstrap,
+                "controller": state.controller.address if state.controller else None,
                 "brokers": [
                     {"id": b.id, "name": b.name, "state": b.state, "address": b.address}
                     for b in state.brokers
@@ -181,7 +213,7 @@ def _wait_ready(
             )
         state = running_cluster(data_dir)
         seen = state or seen
-        given_up = [b.name for b in state.brokers if b.state in GAVE_UP] if state else []
+        given_up = [p.name for p in state.processes if p.state in GAVE_UP] if state else []
         if given_up:  # rlogd will not restart them (restart policy): no point waiting
             details = _failure_details(data_dir, state)
             _terminate_group(process.pid)
@@ -190,13 +222,8 @@ def _wait_ready(
                 ExitCode.FAILURE,
                 details=details,
             )
-        if (
-            state is not None
-            and state.pid == process.pid
-            and len(state.brokers) == plan.brokers
-            and all(b.state == "running" for b in state.brokers)
-            and all(broker_answers(b.host, b.port, timeout_s=0.5) for b in state.brokers)
-        ):
+        if _ready(state, process.pid, plan):
+            assert state is not None
             return state
         if time.monotonic() >= deadline:
             details = _failure_details(data_dir, seen)
@@ -208,6 +235,35 @@ def _wait_ready(
                 details=details,
             )
         time.sleep(0.1)
+
+
+def _ready(state: ClusterState | None, pid: int, plan: LaunchPlan) -> bool:
+    """Every process runs and answers, and every broker has registered with the controller."""
+    return (
+        state is not None
+        and state.pid == pid
+        and state.controller is not None
+        and len(state.brokers) == plan.brokers
+        and all(p.state == "running" for p in state.processes)
+        and all(broker_answers(p.host, p.port, timeout_s=0.5) for p in state.processes)
+        and registered_brokers(state.brokers[0]) == sorted(b.id or 0 for b in state.brokers)
+    )
+
+
+def registered_brokers(broker: BrokerState, timeout_s: float = 2.0) -> list[int] | None:
+    """The broker ids this broker's Metadata lists (those registered with the controller)."""
+    request = {
+        "topics": [],
+        "allow_auto_topic_creation": False,
+        "include_cluster_authorized_operations": False,
+        "include_topic_authorized_operations": False,
+    }
+    try:
+        with BlockingKafkaClient(broker.host, broker.port, timeout_s=timeout_s) as client:
+            body = client.request(ApiKey.METADATA, 8, request)
+    except WireError:
+        return None
+    return sorted(b["node_id"] for b in body["brokers"])
 
 
 def _terminate_group(pid: int) -> None:
@@ -280,19 +336,29 @@ def up(
         return
     data_dir.mkdir(parents=True, exist_ok=True)
     plan = _plan(data_dir, brokers, base_port, config)
-    busy = [plan.base_port + i for i in range(plan.brokers) if _port_in_use(plan.base_port + i)]
-    if busy:
-        raise CliError(
-            f"port {busy[0]} (broker-{busy[0] - plan.base_port + 1}) is already in use; "
-            "choose another --base-port",
-            ExitCode.FAILURE,
-        )
+    _check_ports_free(plan)
     terminal.note(
-        f"Starting {plan.brokers} broker(s) in {data_dir} (log: {data_dir / LOG_FILE})..."
+        f"Starting a controller and {plan.brokers} broker(s) in {data_dir} "
+        f"(log: {data_dir / LOG_FILE})..."
     )
     process = _spawn_rlogd(data_dir, plan)
     state = _wait_ready(process, data_dir, plan, wait)
     _print_ready(terminal, state, data_dir, json_out)
+
+
+def _check_ports_free(plan: LaunchPlan) -> None:
+    ports = {plan.base_port + i: f"broker-{i + 1}" for i in range(plan.brokers)}
+    try:
+        controller_port = load_config(plan.config).cluster.controller_port
+    except ConfigError:
+        controller_port = 0  # rlogd reports the config error itself
+    ports.setdefault(controller_port or plan.base_port + plan.brokers, "the controller")
+    for port, owner in ports.items():
+        if _port_in_use(port):
+            raise CliError(
+                f"port {port} ({owner}) is already in use; choose another --base-port",
+                ExitCode.FAILURE,
+            )
 
 
 def _already_up(
@@ -320,43 +386,39 @@ def _already_up(
 def status(
     ctx: typer.Context, data_dir: DataDirOption = None, json_out: JsonOption = False
 ) -> None:
-    """Show each broker: state, pid, address and whether it answers."""
+    """Show the controller and each broker: role, address, pid, state, restarts, and whether it
+    answers. Exits 8 when one does not answer."""
     settings = settings_of(ctx).override(data_dir=data_dir)
     data_dir = settings.data_dir
     state = running_cluster(data_dir)
     if state is None:
         raise not_running_error(data_dir)
+    processes = state.processes
     answers = [
-        broker_answers(b.host, b.port, timeout_s=min(settings.timeout_s, 2.0))
-        for b in state.brokers
+        broker_answers(p.host, p.port, timeout_s=min(settings.timeout_s, 2.0)) for p in processes
     ]
     terminal = settings.terminal
     if json_out:
+        rows = [_process_json(p, answers[i]) for i, p in enumerate(processes)]
         terminal.json(
             {
                 "data_dir": str(data_dir),
                 "rlogd_pid": state.pid,
+                "cluster_id": state.cluster_id,
                 "started_at_ms": state.started_at_ms,
                 "config": state.config,
                 "bootstrap": bootstrap_of(state),
-                "brokers": [
-                    {
-                        "id": b.id,
-                        "name": b.name,
-                        "state": b.state,
-                        "pid": b.pid,
-                        "address": b.address,
-                        "answers": answers[i],
-                    }
-                    for i, b in enumerate(state.brokers)
-                ],
+                "controller": rows[0] if state.controller else None,
+                "brokers": rows[1:] if state.controller else rows,
             }
         )
     else:
-        terminal.line(f"rlogd pid {state.pid}, data dir {data_dir}")
+        terminal.line(
+            f"rlogd pid {state.pid}, cluster id {state.cluster_id or '-'}, data dir {data_dir}"
+        )
         terminal.table(
-            ["NODE-ID", "NAME", "STATE", "PID", "KAFKA-ADDRESS", "ANSWERS"],
-            _broker_rows(state, answers),
+            ["NAME", "ROLE", "ADDRESS", "PID", "STATE", "RESTARTS", "ANSWERS"],
+            _process_rows(state, answers),
             colors=STATE_COLORS,
         )
     if not all(answers):
@@ -389,7 +451,7 @@ def _stop(settings: Settings, data_dir: Path) -> bool:
         except ProcessLookupError:
             pass
         _wait_gone(pid, 5.0)
-    for broker in state.brokers:  # brokers orphaned by a killed rlogd
+    for broker in state.processes:  # children orphaned by a killed rlogd
         if broker.pid and _is_broker_of(broker.pid, data_dir):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(broker.pid, signal.SIGKILL)

@@ -29,6 +29,7 @@ import typer
 from confluent_kafka import KafkaError, KafkaException
 
 from rlog.cli.terminal import CliError, ExitCode, Terminal
+from rlog.daemon import control
 
 STATE_FILE = "rlogd.json"  # written by a running rlogd, removed on clean exit
 LAUNCH_FILE = "cluster.json"  # rlogd's launch parameters, kept after exit
@@ -97,13 +98,17 @@ DataDirOption = Annotated[
 
 @dataclass(frozen=True)
 class BrokerState:
-    id: int
+    """One process rlogd runs: a broker, or the controller (``role``; its ``id`` is None)."""
+
+    id: int | None
     name: str
     host: str
     port: int
     pid: int | None
     state: str
-    log: str | None = None  # the broker's own log file, where rlogd sends its output
+    log: str | None = None  # the process's own log file, where rlogd sends its output
+    role: str = "broker"
+    restarts: int = 0
 
     @property
     def address(self) -> str:
@@ -118,6 +123,13 @@ class ClusterState:
     brokers: tuple[BrokerState, ...]
     started_at_ms: int | None
     config: str | None
+    controller: BrokerState | None = None
+    cluster_id: str | None = None
+
+    @property
+    def processes(self) -> tuple[BrokerState, ...]:
+        """The controller (when rlogd runs one), then the brokers."""
+        return ((self.controller,) if self.controller else ()) + self.brokers
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
@@ -129,42 +141,46 @@ def read_json(path: Path) -> dict[str, Any] | None:
     return document if isinstance(document, dict) else None
 
 
+def _process_state(entry: dict[str, Any], role: str) -> BrokerState:
+    node_id = int(entry["id"]) if entry.get("id") is not None else None
+    return BrokerState(
+        id=node_id,
+        name=str(entry.get("name") or (f"broker-{node_id}" if node_id else role)),
+        host=str(entry.get("host") or "127.0.0.1"),
+        port=int(entry["port"]),
+        pid=int(entry["pid"]) if entry.get("pid") is not None else None,
+        state=str(entry.get("state") or "unknown"),
+        log=str(entry["log"]) if entry.get("log") else None,
+        role=str(entry.get("role") or role),
+        restarts=int(entry.get("restarts") or 0),
+    )
+
+
 def read_cluster_state(data_dir: Path) -> ClusterState | None:
     document = read_json(data_dir / STATE_FILE)
     if document is None:
         return None
     try:
-        brokers = tuple(
-            BrokerState(
-                id=int(b["id"]),
-                name=str(b.get("name") or f"broker-{b['id']}"),
-                host=str(b.get("host") or "127.0.0.1"),
-                port=int(b["port"]),
-                pid=int(b["pid"]) if b.get("pid") is not None else None,
-                state=str(b.get("state") or "unknown"),
-                log=str(b["log"]) if b.get("log") else None,
-            )
-            for b in document.get("brokers", [])
-        )
+        brokers = tuple(_process_state(b, "broker") for b in document.get("brokers", []))
+        if any(b.id is None for b in brokers):
+            return None
+        controller = document.get("controller")
         return ClusterState(
             pid=int(document["pid"]),
             brokers=brokers,
             started_at_ms=document.get("started_at_ms"),
             config=document.get("config"),
+            controller=_process_state(controller, "controller") if controller else None,
+            cluster_id=document.get("cluster_id"),
         )
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, AttributeError):
         return None
 
 
 def bootstrap_of(state: ClusterState) -> str:
-    """The bootstrap address of a cluster started from a data dir.
-
-    Until the controller lands each broker is a one-node cluster of its own (its Metadata lists
-    only itself), so a bootstrap list of several brokers would send each request to a different
-    "cluster". Use broker-1 alone for now; list every broker once they form one cluster.
-    """
-    first = min(state.brokers, key=lambda b: b.id)
-    return first.address
+    """The bootstrap list of a cluster started from a data dir: every broker, so a client
+    still finds the cluster while some brokers are down."""
+    return ",".join(b.address for b in sorted(state.brokers, key=lambda b: b.id or 0))
 
 
 def process_alive(pid: int) -> bool:
@@ -222,6 +238,37 @@ def resolve_bootstrap(settings: Settings) -> str:
     if state is None or not state.brokers:
         raise not_running_error(settings.data_dir)
     return bootstrap_of(state)
+
+
+# -- rlogd's control socket -------------------------------------------------------------
+
+
+def control_request(
+    settings: Settings, document: dict[str, Any], timeout_s: float | None = None
+) -> dict[str, Any]:
+    """Ask the running rlogd of the data dir (its control socket); the reply, ``ok`` or not.
+
+    "Not running" when no live rlogd serves the data dir or nothing answers on its socket.
+    """
+    data_dir = settings.data_dir
+    if running_cluster(data_dir) is None:
+        raise not_running_error(data_dir)
+    wait_s = settings.timeout_s if timeout_s is None else timeout_s
+    try:
+        return control.request(data_dir, document, wait_s)
+    except control.ControlUnavailable as error:
+        raise CliError(
+            f"rlogd in {data_dir} does not answer on its control socket ({error})",
+            ExitCode.NOT_RUNNING,
+        ) from None
+    except TimeoutError:
+        raise CliError(
+            f"rlogd in {data_dir} did not answer within {wait_s:g} s", ExitCode.TIMEOUT
+        ) from None
+    except OSError as error:
+        raise CliError(
+            f"cannot talk to rlogd in {data_dir}: {error.strerror or error}", ExitCode.FAILURE
+        ) from None
 
 
 # -- is anyone listening? ---------------------------------------------------------------

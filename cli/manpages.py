@@ -295,14 +295,32 @@ def _exit_status(meanings: dict[int, str]) -> list[str]:
 _FILES: list[tuple[str, str]] = [
     (
         "rlogd.json",
-        "Where the running cluster is: rlogd's pid and each broker's id, address and pid. "
-        "Written by a running rlogd and removed when it exits cleanly; rlog finds the "
-        "cluster through it.",
+        "Where the running cluster is: rlogd's pid, the cluster id, and the controller's and "
+        "each broker's address, pid, state and restart count. Written by a running rlogd and "
+        "removed when it exits cleanly; rlog finds the cluster through it.",
+    ),
+    (
+        "rlogd.sock",
+        "rlogd's control socket (mode 0600) while it runs: one JSON object per line in and "
+        'out. {"op": "status"} answers the rlogd.json document; {"op": "kill", "target": '
+        '"broker-2"} and likewise terminate, pause, resume and restart act on broker-N or the '
+        'controller. Replies carry "ok"; a refusal is {"ok": false, "error": "..."}. rlog chaos '
+        "uses it.",
     ),
     (
         "cluster.json",
-        "rlogd's launch parameters (brokers, base port, config file); kept after exit, so "
-        "rlog cluster up starts the same cluster again.",
+        "rlogd's launch parameters (brokers, base port, controller port, config file); kept "
+        "after exit, so rlog cluster up starts the same cluster again.",
+    ),
+    (
+        "meta.properties",
+        "The cluster id (cluster.id=...), made by the first rlogd to run in the data "
+        "directory and reused by every later one.",
+    ),
+    (
+        "controller/",
+        "The controller's metadata log: brokers, topics, partition leaders and ISRs as "
+        "records it replays when it starts.",
     ),
     ("rlogd.lock", "Locked by the running rlogd, so two cannot share a data directory."),
     ("rlogd.log", "rlogd's output when rlog cluster up started it in the background."),
@@ -313,6 +331,7 @@ _FILES: list[tuple[str, str]] = [
         "broker's recovery point and log start offset checkpoints and meta.properties.",
     ),
     ("logs/broker-N.log", "Broker N's own output."),
+    ("logs/controller.log", "The controller's own output."),
 ]
 
 
@@ -335,6 +354,21 @@ _RLOG_EXAMPLES: list[tuple[str, str]] = [
         "printf 'k1:v1\\nk2:v2\\n' | rlog produce orders -K : --acks all",
     ),
     ("", "rlog consume orders --from-beginning --exit-at-end -f '%k %v\\n'"),
+    (
+        "See each replica's log end offset and lag while a follower is stopped, then start it:",
+        "rlog chaos terminate broker-2",
+    ),
+    ("", "rlog topic describe orders"),
+    ("", "rlog chaos restart broker-2"),
+    (
+        "Pause the controller for a while (brokers keep serving with the metadata they have):",
+        "rlog chaos pause controller",
+    ),
+    ("", "rlog chaos resume controller"),
+    (
+        "Move leadership back to each partition's preferred replica:",
+        "rlog topic elect-leaders --topic orders",
+    ),
     (
         "Measure throughput as Kafka's perf tools do:",
         "rlog bench produce --topic orders --num-records 100000",
@@ -463,8 +497,9 @@ def _action_metavar(action: argparse.Action) -> str:
 
 _RLOGD_EXIT_CODES: dict[str, str] = {
     "OK": "stopped by SIGTERM or SIGINT, or every broker exited cleanly",
-    "FAILURE": "no broker was left running (the restart policy gave up) and one failed or "
-    "could not start (a bad broker setting, a port in use)",
+    "FAILURE": "the controller could not start (then no broker is started), or no broker was "
+    "left running (the restart policy gave up) and one failed or could not start (a bad "
+    "broker setting, a port in use)",
     "USAGE": "a bad argument, or another rlogd already runs for this data directory",
     "CONFIG": "the config file or a flag is invalid (sysexits EX_CONFIG); nothing was started",
 }
@@ -526,7 +561,8 @@ def rlogd_page() -> str:
             [
                 escape(
                     "Stop every broker cleanly (each flushes its logs and writes its "
-                    "checkpoints), waiting up to shutdown_timeout_ms before SIGKILL, then exit."
+                    "checkpoints), then the controller, waiting up to shutdown_timeout_ms for "
+                    "each before SIGKILL, then exit."
                 )
             ],
         ),

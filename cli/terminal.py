@@ -30,7 +30,7 @@ class ExitCode(IntEnum):
     USAGE = 2  # a bad flag or argument (click's own convention)
     NOT_RUNNING = 3  # no running cluster in the data dir
     UNREACHABLE = 4  # the cluster's address is known but no broker answers
-    NOT_FOUND = 5  # unknown topic or partition
+    NOT_FOUND = 5  # unknown topic, partition or process (`rlog chaos` target)
     ALREADY_EXISTS = 6  # topic already exists
     DELIVERY_FAILED = 7  # some produced records were not acknowledged
     DEGRADED = 8  # `cluster status`: rlogd runs but some brokers do not answer

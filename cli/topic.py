@@ -1,26 +1,26 @@
-"""``rlog topic create|list|describe|delete``, in kafka-topics.sh's words and formats.
+"""``rlog topic create|list|describe|delete|elect-leaders``, in kafka-topics.sh's words.
 
 ``describe`` prints kafka-topics.sh ``--describe`` lines and adds what it does not show: the
-leader epoch, the high watermark and each replica's log end offset.
+leader epoch, the high watermark and each replica's log end offset and lag (asked with rlog's
+own wire client, see :mod:`rlog.cli.replicas`). ``elect-leaders`` is kafka-leader-election.sh.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import (
     AdminClient,
     ConfigResource,
     ConfigSource,
     NewTopic,
-    OffsetSpec,
     ResourceType,
 )
 
+from rlog.cli import replicas
 from rlog.cli.discovery import (
     BootstrapOption,
     DataDirOption,
@@ -33,7 +33,9 @@ from rlog.cli.discovery import (
 )
 from rlog.cli.terminal import CliError, ExitCode, Terminal, parse_properties
 
-app = typer.Typer(help="Create, list, describe and delete topics.", no_args_is_help=True)
+app = typer.Typer(
+    help="Create, list, describe and delete topics, and elect their leaders.", no_args_is_help=True
+)
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 PropertyOption = Annotated[
@@ -177,13 +179,25 @@ def _replication_factor(topic: Any) -> int:
 @dataclass
 class PartitionView:
     partition: int
-    leader: int | None
-    leader_epoch: int | None
+    leader: int  # -1: no leader (offline)
+    leader_epoch: int
     replicas: list[int]
     isr: list[int]
     high_watermark: int | None
     log_start_offset: int | None
-    log_end_offsets: dict[str, int | None]
+    log_end_offsets: dict[str, int | None]  # replica id -> its LEO, None when not known
+
+    @property
+    def online(self) -> bool:
+        return self.leader >= 0
+
+    def lags(self) -> dict[str, int | None]:
+        """Each replica's lag behind the leader: leader LEO - replica LEO."""
+        leader_end = self.log_end_offsets.get(str(self.leader)) if self.online else None
+        return {
+            replica: None if leader_end is None or end is None else leader_end - end
+            for replica, end in self.log_end_offsets.items()
+        }
 
     def as_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -228,56 +242,58 @@ def _configs(admin: Admin, topic: str) -> tuple[dict[str, str], int]:
     return overrides, min_isr
 
 
-def _offsets(
-    admin: Admin, topic: str, partitions: Sequence[int], spec: OffsetSpec
-) -> dict[int, Any]:
-    """ListOffsets for every partition: {partition: ListOffsetsResultInfo or None}."""
-    if not partitions:
-        return {}
-    request = {TopicPartition(topic, p): spec for p in partitions}
-    futures = admin.client.list_offsets(request, request_timeout=admin.timeout_s)
-    found: dict[int, Any] = {}
-    for tp, future in futures.items():
-        try:
-            found[tp.partition] = future.result(timeout=admin.timeout_s + 5)
-        except (KafkaException, TimeoutError):
-            found[tp.partition] = None  # e.g. leaderless: shown as "-"
-    return found
+def _wire(settings: Settings) -> replicas.WireCluster:
+    bootstrap = resolve_bootstrap(settings)
+    check_reachable(bootstrap, settings.timeout_s)
+    return replicas.WireCluster(bootstrap, settings.timeout_s)
 
 
-def _describe_one(admin: Admin, metadata: Any, name: str) -> TopicView:
-    topic = metadata.topics.get(name)
-    if topic is None:
-        raise CliError(f"unknown topic '{name}'", ExitCode.NOT_FOUND)
-    if topic.error is not None:
-        raise kafka_error(topic.error, bootstrap=admin.bootstrap, action="describe", topic=name)
-    configs, min_isr = _configs(admin, name)
-    ids = sorted(topic.partitions)
-    latest = _offsets(admin, name, ids, OffsetSpec.latest())
-    earliest = _offsets(admin, name, ids, OffsetSpec.earliest())
+def _partition_views(
+    partitions: list[replicas.Partition], offsets: replicas.ReplicaOffsets
+) -> list[PartitionView]:
     views = []
-    for pid in ids:
-        meta = topic.partitions[pid]
-        leader = meta.leader if meta.leader is not None and meta.leader >= 0 else None
-        end, start = latest.get(pid), earliest.get(pid)
-        high_watermark = end.offset if end is not None and end.offset >= 0 else None
-        epoch = end.leader_epoch if end is not None and end.leader_epoch is not None else None
-        # The leader's LEO: ListOffsets(latest) answers the HW, which equals the leader's LEO
-        # while a partition has no followers. Followers' LEOs need the replication protocol.
-        leos = {str(r): (high_watermark if r == leader else None) for r in meta.replicas}
+    for p in partitions:
+        key = (p.topic, p.partition)
         views.append(
             PartitionView(
-                partition=pid,
-                leader=leader,
-                leader_epoch=epoch if epoch is None or epoch >= 0 else None,
-                replicas=list(meta.replicas),
-                isr=list(meta.isrs),
-                high_watermark=high_watermark,
-                log_start_offset=start.offset if start is not None and start.offset >= 0 else None,
-                log_end_offsets=leos,
+                partition=p.partition,
+                leader=p.leader if p.leader >= 0 else replicas.NO_LEADER,
+                leader_epoch=p.leader_epoch,
+                replicas=p.replicas,
+                isr=p.isr,
+                high_watermark=offsets.high_watermarks[key],
+                log_start_offset=offsets.log_start_offsets[key],
+                log_end_offsets={str(r): o for r, o in offsets.log_end_offsets[key].items()},
             )
         )
-    return TopicView(name, len(ids), _replication_factor(topic), configs, min_isr, views)
+    return views
+
+
+def _describe_all(
+    settings: Settings, properties: list[str] | None, names: list[str] | None
+) -> list[TopicView]:
+    """Metadata and offsets through rlog's wire client, configs through an AdminClient."""
+    cluster = _wire(settings)
+    try:
+        metadata = replicas.fetch_metadata(cluster, sorted(set(names)) if names else None)
+        found = {t["name"]: replicas.partitions_of(t) for t in metadata["topics"]}
+        wanted = sorted(set(names)) if names else sorted(found)
+        missing = [name for name in wanted if name not in found]
+        if missing:
+            raise CliError(f"unknown topic '{missing[0]}'", ExitCode.NOT_FOUND)
+        every = [p for name in wanted for p in found[name]]
+        offsets = replicas.replica_offsets(cluster, every)
+    finally:
+        cluster.close()
+    admin = _admin(settings, properties) if wanted else None
+    views = []
+    for name in wanted:
+        assert admin is not None
+        configs, min_isr = _configs(admin, name)
+        parts = _partition_views(found[name], offsets)
+        factor = len(parts[0].replicas) if parts else 0
+        views.append(TopicView(name, len(parts), factor, configs, min_isr, parts))
+    return views
 
 
 def _keep(view: PartitionView, min_isr: int, filters: dict[str, bool]) -> bool:
@@ -287,7 +303,7 @@ def _keep(view: PartitionView, min_isr: int, filters: dict[str, bool]) -> bool:
         "under_replicated": len(view.isr) < len(view.replicas),
         "under_min_isr": len(view.isr) < min_isr,
         "at_min_isr": len(view.isr) == min_isr,
-        "unavailable": view.leader is None,
+        "unavailable": not view.online,
     }
     return any(checks[name] for name, wanted in filters.items() if wanted)
 
@@ -304,11 +320,13 @@ def _text(view: TopicView) -> list[str]:
     ]
     for p in view.partitions:
         leos = ",".join(f"{r}={_dash(o)}" for r, o in p.log_end_offsets.items())
+        lags = ",".join(f"{r}={_dash(lag)}" for r, lag in p.lags().items())
         lines.append(
             f"\tTopic: {view.topic}\tPartition: {p.partition}\t"
-            f"Leader: {'none' if p.leader is None else p.leader}\t"
+            f"Leader: {p.leader if p.online else 'none'}\t"
             f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}\t"
-            f"LeaderEpoch: {_dash(p.leader_epoch)}\tHW: {_dash(p.high_watermark)}\tLEO: {leos}"
+            f"LeaderEpoch: {p.leader_epoch if p.leader_epoch >= 0 else '-'}\t"
+            f"HW: {_dash(p.high_watermark)}\tLEO: {leos}\tLag: {lags}"
         )
     return lines
 
@@ -344,24 +362,23 @@ def describe(
     data_dir: DataDirOption = None,
     properties: PropertyOption = None,
 ) -> None:
-    """Describe topics as kafka-topics.sh --describe, plus leader epoch, HW and LEOs."""
+    """Describe topics as kafka-topics.sh --describe, plus each partition's leader epoch and
+    high watermark, and each replica's log end offset (LEO) and lag behind the leader.
+
+    LEOs are asked of each replica's own broker; a replica whose broker is down shows "-"
+    (null in JSON). A partition without a leader shows "Leader: none" (-1 in JSON)."""
     settings = settings_of(ctx).override(bootstrap, data_dir)
-    admin = _admin(settings, properties)
-    metadata = _metadata(admin, names[0] if names and len(names) == 1 else None)
-    wanted = sorted(names) if names else sorted(metadata.topics)
     filters = {
         "under_replicated": under_replicated,
         "under_min_isr": under_min_isr,
         "at_min_isr": at_min_isr,
         "unavailable": unavailable,
     }
-    views = []
-    for name in wanted:
-        view = _describe_one(admin, metadata, name)
+    views = _describe_all(settings, properties, names)
+    for view in views:
         view.partitions = [
             p for p in view.partitions if _keep(p, view.min_insync_replicas, filters)
         ]
-        views.append(view)
     _print_views(settings.terminal, views, json_out, filtered=any(filters.values()))
 
 
@@ -377,3 +394,89 @@ def _print_views(
             continue
         lines = _text(view)
         terminal.lines(lines[1:] if filtered else lines)  # Kafka drops the topic line too
+
+
+# -- elect-leaders ------------------------------------------------------------------------
+
+
+def _election_scope(
+    cluster: replicas.WireCluster, topic: str | None, partitions: list[int] | None
+) -> dict[str, list[int]] | None:
+    """ElectLeaders' topic_partitions: None for every partition, else checked to exist."""
+    if topic is None:
+        if partitions:
+            raise CliError("--partition needs --topic", ExitCode.USAGE)
+        return None
+    metadata = replicas.fetch_metadata(cluster, [topic])
+    known = [p.partition for t in metadata["topics"] for p in replicas.partitions_of(t)]
+    unknown = sorted(set(partitions or []) - set(known))
+    if unknown:
+        raise CliError(f"unknown partition {topic}-{unknown[0]}", ExitCode.NOT_FOUND)
+    return {topic: sorted(set(partitions)) if partitions else known}
+
+
+def _election_line(result: replicas.ElectionResult, election: str) -> str:
+    where = f"{result.topic}-{result.partition}"
+    if result.error_code == 0:
+        return f"{where}: leader elected ({election} election)"
+    reason = f": {result.message}" if result.message else ""
+    return f"{where}: {replicas.error_name(result.error_code)}{reason}"
+
+
+@app.command("elect-leaders")
+def elect_leaders(
+    ctx: typer.Context,
+    topic: Annotated[
+        str | None,
+        typer.Option(
+            "--topic",
+            metavar="TOPIC",
+            help="Only this topic [default: every partition of every topic].",
+        ),
+    ] = None,
+    partition: Annotated[
+        list[int] | None,
+        typer.Option(
+            "--partition",
+            metavar="PARTITION",
+            min=0,
+            help="Only this partition of --topic (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
+    unclean: Annotated[
+        bool,
+        typer.Option(
+            "--unclean",
+            help="Unclean election: a partition without a live in-sync replica gets a live "
+            "out-of-sync one as leader (records only the old ISR had are lost). Default: "
+            "preferred election (the first replica leads again if it is in sync).",
+        ),
+    ] = False,
+    json_out: JsonOption = False,
+    bootstrap: BootstrapOption = None,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Elect leaders as kafka-leader-election.sh: preferred (default) or unclean.
+
+    Prints one line per partition. ELECTION_NOT_NEEDED (the leader already is the one the
+    election would pick) is not an error; any other partition error makes the exit status 1."""
+    settings = settings_of(ctx).override(bootstrap, data_dir)
+    election = "unclean" if unclean else "preferred"
+    cluster = _wire(settings)
+    try:
+        scope = _election_scope(cluster, topic, partition)
+        results = replicas.elect_leaders(
+            cluster, election, scope, timeout_ms=int(settings.timeout_s * 1000)
+        )
+    finally:
+        cluster.close()
+    terminal = settings.terminal
+    if json_out:
+        terminal.json({"election_type": election, "partitions": [r.as_json() for r in results]})
+    elif not results:
+        terminal.note("No partitions to elect leaders for.")
+    else:
+        terminal.lines(_election_line(r, election) for r in results)
+    if not all(r.ok for r in results):
+        raise typer.Exit(int(ExitCode.FAILURE))

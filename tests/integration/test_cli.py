@@ -40,11 +40,12 @@ def _ports_free(base: int, count: int) -> bool:
 
 
 def free_base_port(count: int = 1) -> int:
-    """A random port in 20000-40000 with ``count`` free ports from it on."""
+    """A random port in 20000-40000 with ``count`` brokers' ports and the controller's (the
+    next one) free."""
     rng = random.Random()
     for _ in range(200):
-        base = rng.randrange(20000, 40000 - count)
-        if _ports_free(base, count):
+        base = rng.randrange(20000, 40000 - count - 1)
+        if _ports_free(base, count + 1):
             return base
     raise RuntimeError("no free port range found")
 
@@ -197,11 +198,28 @@ def test_up_status_up_again_down(tmp_path: Path) -> None:
     with running_cluster(data_dir, "--config", str(config)) as c:
         address = f"127.0.0.1:{c.base_port}"
         status = ok(c.run("cluster", "status", "--data-dir", str(data_dir)))
-        assert "NODE-ID" in status.out and "running" in status.out and address in status.out
-        assert " yes" in status.out
+        lines = status.out.splitlines()
+        assert lines[1].split() == [
+            "NAME",
+            "ROLE",
+            "ADDRESS",
+            "PID",
+            "STATE",
+            "RESTARTS",
+            "ANSWERS",
+        ]
+        controller_address = f"127.0.0.1:{c.base_port + 1}"
+        assert lines[2].split()[:3] == ["controller", "controller", controller_address]
+        assert lines[3].split()[:3] == ["broker-1", "broker", address]
+        assert lines[2].split()[4:] == ["running", "0", "yes"]
+        assert lines[3].split()[4:] == ["running", "0", "yes"]
         document = json.loads(ok(c.run("cluster", "status", "--json")).out)
         assert document["rlogd_pid"] == c.rlogd_pid
+        assert len(document["cluster_id"]) == 22
         assert [b["answers"] for b in document["brokers"]] == [True]
+        assert document["controller"]["role"] == "controller"
+        assert document["controller"]["answers"] is True
+        assert document["controller"]["address"] == controller_address
 
         again = ok(c.run("cluster", "up", "--data-dir", str(data_dir)))
         assert "already running" in again.err
@@ -426,9 +444,137 @@ def test_unreachable_bootstrap(tmp_path: Path) -> None:
         ["consume", "t", "-e"],
         ["cluster", "status"],
         ["bench", "produce", "--topic", "t", "--num-records", "1"],
+        ["chaos", "restart", "controller"],
+        ["topic", "elect-leaders"],
     ],
 )
 def test_commands_with_cluster_down(tmp_path: Path, args: list[str]) -> None:
     data_dir = tmp_path / "never-started"
     result = rlog(*args, data_dir=data_dir, stdin="x\n")
     one_line_error(result, 3, "not running", str(data_dir), "rlog cluster up")
+
+
+# -- replication: describe, elect-leaders, chaos -----------------------------------------
+
+REPLICATED = """
+[broker]
+"broker.session.timeout.ms" = 3000
+"broker.heartbeat.interval.ms" = 500
+"replica.lag.time.max.ms" = 3000
+"replica.fetch.backoff.ms" = 100
+"""
+
+
+def _describe_json(c: Cluster, name: str) -> dict:
+    return json.loads(ok(c.run("topic", "describe", name, "--json")).out)
+
+
+def _wait_describe(c: Cluster, name: str, what: str, check, timeout_s: float = 30.0) -> dict:
+    deadline = time.monotonic() + timeout_s
+    document: dict = {}
+    while time.monotonic() < deadline:
+        document = _describe_json(c, name)
+        if check(document):
+            return document
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}; last describe: {document}")
+
+
+@pytest.fixture(scope="module")
+def cluster3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    base = tmp_path_factory.mktemp("rlog-cli-3")
+    config = base / "replicated.toml"
+    config.write_text(REPLICATED)
+    with running_cluster(base / "data", "--config", str(config), brokers=3) as running:
+        yield running
+
+
+def test_describe_shows_each_replicas_log_end_offset_and_lag(cluster3: Cluster) -> None:
+    c = cluster3
+    name = new_topic("replicated")
+    ok(c.run("topic", "create", name, "--partitions", "2", "--replication-factor", "3"))
+    ok(c.run("produce", name, "--partition", "0", "--acks", "all", stdin="a\nb\nc\n"))
+    caught_up = {"1": 3, "2": 3, "3": 3}
+    document = _wait_describe(
+        c,
+        name,
+        "every replica of partition 0 at offset 3",
+        lambda d: d["partitions"][0]["log_end_offsets"] == caught_up,
+    )
+    first = document["partitions"][0]
+    assert {
+        "partition",
+        "leader",
+        "leader_epoch",
+        "replicas",
+        "isr",
+        "high_watermark",
+        "log_end_offsets",
+    } <= set(first)
+    assert first["high_watermark"] == 3 and sorted(first["replicas"]) == [1, 2, 3]
+    assert first["leader"] in first["replicas"] and first["leader_epoch"] >= 0
+    assert sorted(first["isr"]) == [1, 2, 3]
+    text = ok(c.run("topic", "describe", name)).out.splitlines()
+    assert text[1].startswith(f"\tTopic: {name}\tPartition: 0\tLeader: {first['leader']}\t")
+    assert f"\tLeaderEpoch: {first['leader_epoch']}\tHW: 3\tLEO: " in text[1]
+    assert "\tLag: " in text[1] and "=0" in text[1].split("Lag: ")[1]
+
+    # A follower that is down has no LEO to show; back up, it catches up again.
+    follower = next(r for r in first["replicas"] if r != first["leader"])
+    stopped = ok(c.run("chaos", "terminate", f"broker-{follower}")).out
+    assert f"terminated broker-{follower}" in stopped
+    try:
+        document = _describe_json(c, name)
+        assert document["partitions"][0]["log_end_offsets"][str(follower)] is None
+        line = ok(c.run("topic", "describe", name)).out.splitlines()[1]
+        assert f"{follower}=-" in line.split("LEO: ")[1]
+    finally:
+        ok(c.run("chaos", "restart", f"broker-{follower}"))
+    _wait_describe(
+        c,
+        name,
+        f"broker-{follower} to catch up",
+        lambda d: d["partitions"][0]["log_end_offsets"] == caught_up,
+    )
+
+
+def test_elect_leaders_prints_one_line_per_partition(cluster3: Cluster) -> None:
+    c = cluster3
+    name = new_topic("elect")
+    ok(c.run("topic", "create", name, "--partitions", "3", "--replication-factor", "3"))
+    result = ok(c.run("topic", "elect-leaders", "--topic", name))
+    lines = result.out.splitlines()
+    assert [line.split(":")[0] for line in lines] == [f"{name}-{p}" for p in range(3)]
+    document = json.loads(
+        ok(c.run("topic", "elect-leaders", "--topic", name, "--partition", "1", "--json")).out
+    )
+    assert document["election_type"] == "preferred"
+    (only,) = document["partitions"]
+    assert only["topic"] == name and only["partition"] == 1
+    assert only["error"] in (None, "ELECTION_NOT_NEEDED")
+    one_line_error(c.run("topic", "elect-leaders", "--topic", name, "--partition", "9"), 5)
+    one_line_error(c.run("topic", "elect-leaders", "--partition", "1"), 2, "--topic")
+    one_line_error(c.run("topic", "elect-leaders", "--topic", new_topic("nope")), 5, "unknown")
+
+
+def test_describe_an_offline_partition(cluster3: Cluster) -> None:
+    c = cluster3
+    name = new_topic("single")
+    ok(c.run("topic", "create", name, "--partitions", "1", "--replication-factor", "1"))
+    leader = _wait_describe(c, name, "a leader", lambda d: d["partitions"][0]["leader"] >= 1)[
+        "partitions"
+    ][0]["leader"]
+    ok(c.run("chaos", "terminate", f"broker-{leader}"))
+    try:
+        document = _wait_describe(
+            c, name, "the partition to go offline", lambda d: d["partitions"][0]["leader"] == -1
+        )
+        offline = document["partitions"][0]
+        assert offline["high_watermark"] is None
+        assert offline["log_end_offsets"] == {str(leader): None}
+        line = ok(c.run("topic", "describe", name)).out.splitlines()[1]
+        assert "\tLeader: none\t" in line
+        unavailable = ok(c.run("topic", "describe", name, "--unavailable-partitions")).out
+        assert unavailable.splitlines() == [line]
+    finally:
+        ok(c.run("chaos", "restart", f"broker-{leader}"))

@@ -1,0 +1,104 @@
+"""``rlog chaos kill|terminate|pause|resume|restart TARGET``: faults on command, Pumba's verbs.
+
+TARGET is ``broker-N`` or ``controller``. The request goes to the running rlogd's control socket
+(``DATA_DIR/rlogd.sock``), which signals its own child: nothing here signals a process itself.
+Each command prints one line saying what happened (``--json``: rlogd's whole reply).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from rlog.cli.discovery import DataDirOption, control_request, settings_of
+from rlog.cli.terminal import CliError, ExitCode
+
+app = typer.Typer(
+    help="Kill, stop, pause, resume or restart a broker or the controller.",
+    no_args_is_help=True,
+)
+
+# terminate and restart wait for a clean stop, which rlogd bounds by shutdown_timeout_ms.
+SLOW_OP_TIMEOUT_S = 90.0
+QUICK_OP_EXTRA_S = 10.0  # kill waits to see the process gone
+
+TargetArgument = Annotated[
+    str,
+    typer.Argument(metavar="TARGET", help="broker-N or controller.", show_default=False),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print rlogd's reply as JSON.")]
+
+
+def _apply(ctx: typer.Context, op: str, target: str, data_dir: Any, json_out: bool) -> None:
+    settings = settings_of(ctx).override(data_dir=data_dir)
+    if op in ("terminate", "restart"):
+        timeout_s = max(settings.timeout_s, SLOW_OP_TIMEOUT_S)
+    else:
+        timeout_s = settings.timeout_s + QUICK_OP_EXTRA_S
+    reply = control_request(settings, {"op": op, "target": target}, timeout_s)
+    if not reply.get("ok"):
+        code = ExitCode.NOT_FOUND if reply.get("reason") == "unknown-target" else ExitCode.FAILURE
+        raise CliError(f"{op} {target}: {reply.get('error') or 'refused by rlogd'}", code)
+    if json_out:
+        settings.terminal.json(reply)
+    else:
+        settings.terminal.line(str(reply.get("message") or f"{op} {target}: done"))
+
+
+@app.command(no_args_is_help=True)
+def kill(
+    ctx: typer.Context,
+    target: TargetArgument,
+    data_dir: DataDirOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """SIGKILL the process, as a crash: the restart policy then applies (on-failure and always
+    restart it after the backoff)."""
+    _apply(ctx, "kill", target, data_dir, json_out)
+
+
+@app.command(no_args_is_help=True)
+def terminate(
+    ctx: typer.Context,
+    target: TargetArgument,
+    data_dir: DataDirOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """SIGTERM the process and wait for it to exit (SIGKILL after shutdown_timeout_ms): a clean
+    stop, which the on-failure policy leaves stopped until rlog chaos restart."""
+    _apply(ctx, "terminate", target, data_dir, json_out)
+
+
+@app.command(no_args_is_help=True)
+def pause(
+    ctx: typer.Context,
+    target: TargetArgument,
+    data_dir: DataDirOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """SIGSTOP the process: it holds its connections but answers nothing until resumed."""
+    _apply(ctx, "pause", target, data_dir, json_out)
+
+
+@app.command(no_args_is_help=True)
+def resume(
+    ctx: typer.Context,
+    target: TargetArgument,
+    data_dir: DataDirOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """SIGCONT a paused process."""
+    _apply(ctx, "resume", target, data_dir, json_out)
+
+
+@app.command(no_args_is_help=True)
+def restart(
+    ctx: typer.Context,
+    target: TargetArgument,
+    data_dir: DataDirOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Stop the process cleanly (resuming it first if paused) and start it again now, whatever
+    the restart policy; a stopped process is just started."""
+    _apply(ctx, "restart", target, data_dir, json_out)

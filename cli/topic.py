@@ -475,7 +475,7 @@ def elect_leaders(
     if json_out:
         terminal.json({"election_type": election, "partitions": [r.as_json() for r in results]})
     elif not results:
-        terminal.note("No partitions to elect leaders for.")
+        terminal.note("No election needed: every partition already has that kind of leader.")
     else:
         terminal.lines(_election_line(r, election) for r in results)
     if not all(r.ok for r in results):

@@ -63,6 +63,7 @@ class ControllerLink:
         self._want_shut_down = False
         self._requests = KafkaClient(*controller, client_id=f"broker-{broker_id}")
         self._fetches = KafkaClient(*controller, client_id=f"broker-{broker_id}-metadata")
+        self._told_duplicate = False
         self._heartbeat_now = asyncio.Event()
         self._image_changed = asyncio.Event()
 
@@ -128,10 +129,17 @@ class ControllerLink:
         answer = await self._requests.request(
             ApiKey.BROKER_REGISTRATION, 0, body, timeout_s=self.timeout_s
         )
-        if answer["error_code"] != ErrorCode.NONE:
-            log.error(
-                "the controller refused registration: %s", ErrorCode(answer["error_code"]).name
-            )
+        error = answer["error_code"]
+        if error == ErrorCode.DUPLICATE_BROKER_REGISTRATION:
+            if not self._told_duplicate:
+                log.info(
+                    "the controller still holds this broker's previous session; registering "
+                    "once it expires (broker.session.timeout.ms)"
+                )
+                self._told_duplicate = True
+            return
+        if error != ErrorCode.NONE:
+            log.error("the controller refused registration: %s", ErrorCode(error).name)
             return
         self.broker_epoch = answer["broker_epoch"]
         log.info("registered with the controller: broker epoch %d", self.broker_epoch)

@@ -291,3 +291,53 @@ def test_unclean_election_makes_a_stale_replica_leader_and_loses_records(cluster
     )
     leos = log_end_offsets(cluster, topic)
     assert set(leos.values()) == {len(first.acked)}, f"the old ISR kept its divergent tail: {leos}"
+
+
+def test_a_killed_controller_stops_nothing_and_fails_over_again_once_back(cluster_factory) -> None:
+    """Brokers keep serving (and acks=all keeps completing) while the controller is down, as
+    long as no ISR has to change; the restarted controller replays its log and elects again."""
+    cluster = cluster_factory(brokers=3, config_text=CONFIG)
+    topic = f"headless-{uuid.uuid4().hex[:6]}"
+    create_replicated_topic(cluster, topic)
+    producer = NumberedProducer(cluster, topic, **{"enable.idempotence": True}).start()
+    try:
+        producer.wait_for_acks(200)
+        old_pid = cluster.controller_pid()
+        cluster.chaos("kill", "controller")
+        producer.wait_for_acks(200)  # no controller needed for this
+        wait_for(
+            "rlogd to restart the controller",
+            lambda: cluster.controller_pid() not in (None, old_pid),
+        )
+        before = partition_state(cluster, topic)
+        cluster.chaos("kill", f"broker-{before['leader']}")
+        wait_for(
+            "a new leader from the restarted controller",
+            lambda: partition_state(cluster, topic)["leader_epoch"] > before["leader_epoch"],
+        )
+        producer.wait_for_acks(200)
+    finally:
+        producer.stop()
+    assert not producer.failed, producer.failed[:10]
+    numbers = read_numbers(cluster, topic, len(producer.acked))
+    assert not set(producer.acked) - set(numbers), "acknowledged records lost"
+
+
+def test_leadership_returns_to_the_preferred_replica_by_itself(cluster_factory) -> None:
+    config = CONFIG.replace(
+        '"auto.leader.rebalance.enable" = false',
+        '"auto.leader.rebalance.enable" = true\n"leader.imbalance.check.interval.seconds" = 1',
+    )
+    cluster = cluster_factory(brokers=3, config_text=config)
+    topic = f"preferred-{uuid.uuid4().hex[:6]}"
+    create_replicated_topic(cluster, topic)
+    preferred = partition_state(cluster, topic)["replicas"][0]
+    cluster.chaos("kill", f"broker-{preferred}")
+    wait_for(
+        "another leader", lambda: partition_state(cluster, topic)["leader"] not in (-1, preferred)
+    )
+    wait_for(
+        "the preferred replica to lead again",
+        lambda: partition_state(cluster, topic)["leader"] == preferred,
+        timeout_s=60,
+    )

@@ -77,6 +77,7 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.CREATE_PARTITIONS: (0, 1),
     ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.DESCRIBE_CONFIGS: (0, 3),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.INIT_PRODUCER_ID: (0, 1),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 3),
 }
@@ -92,7 +93,7 @@ CONTROLLER_SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_TOPICS: (0, 3),
     ApiKey.CREATE_PARTITIONS: (0, 1),
     ApiKey.ELECT_LEADERS: (0, 2),
-    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.ALTER_PARTITION: (0, 1),
     ApiKey.BROKER_REGISTRATION: (0, 0),
     ApiKey.BROKER_HEARTBEAT: (0, 0),

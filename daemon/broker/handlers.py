@@ -78,6 +78,7 @@ class Handlers:
             ApiKey.CREATE_PARTITIONS: self.create_partitions,
             ApiKey.ELECT_LEADERS: self.elect_leaders,
             ApiKey.DESCRIBE_CONFIGS: self.describe_configs,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: self.incremental_alter_configs,
             ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch,
         }
@@ -521,6 +522,28 @@ class Handlers:
                 "error_code": ErrorCode.REQUEST_TIMED_OUT,
                 "replica_election_results": [],
             }
+        return answer
+
+    async def incremental_alter_configs(self, request: Request) -> Body:
+        before = self.image.last_offset
+        answer = await self._forward(request)
+        if answer is None:
+            return {
+                "throttle_time_ms": 0,
+                "responses": [
+                    {"error_code": ErrorCode.REQUEST_TIMED_OUT,
+                     "error_message": "the controller did not answer",
+                     "resource_type": r["resource_type"], "resource_name": r["resource_name"]}
+                    for r in request.body["resources"]
+                ],
+            }  # fmt: skip
+        # Like CreateTopics: the next DescribeConfigs here should show the change, which the
+        # controller committed before it answered.
+        changed = any(r["error_code"] == ErrorCode.NONE for r in answer["responses"])
+        if changed and not request.body.get("validate_only", False):
+            await self.link.wait_for_image(
+                lambda image: image.last_offset > before, TOPIC_PROPAGATION_WAIT_S
+            )
         return answer
 
     # -- DescribeConfigs -------------------------------------------------------------------

@@ -102,6 +102,9 @@ class ReplicaManager:
                 followers_changed = True
             else:
                 replica.update_config(self.replica_config(image, topic))
+                log_config = self._log_config(image, topic)
+                if replica.log.config != log_config:  # a dynamic config changed
+                    replica.log.update_config(log_config)
             if self._applied.get(key) == info:
                 continue
             was_following = (replica.is_follower, replica.leader)

@@ -1,0 +1,113 @@
+"""Helpers for tests of a replicated cluster: what the cluster says about a partition (from
+the Kafka APIs, as a client sees it), and waiting for it to change."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from rlog.core.protocol.apis import ApiKey
+from rlog.daemon.wire import BlockingKafkaClient, WireError
+from support.cluster import Cluster
+
+# 3 brokers, RF=3, min.insync=2, with failure detection fast enough for tests.
+CONFIG = """
+[cluster]
+restart_backoff_ms = 200
+
+[broker]
+"default.replication.factor" = 3
+"min.insync.replicas" = 2
+"broker.session.timeout.ms" = 3000
+"broker.heartbeat.interval.ms" = 500
+"replica.lag.time.max.ms" = 3000
+"replica.fetch.backoff.ms" = 100
+"auto.leader.rebalance.enable" = false
+"""
+
+
+# ---- what the cluster says about a partition ----
+
+
+def every_broker(cluster: Cluster) -> str:
+    """A bootstrap list of every broker: any one of them may be down when a client starts."""
+    return ",".join(f"{b['host']}:{b['port']}" for b in cluster.status()["brokers"])
+
+
+def partition_state(cluster: Cluster, topic: str, partition: int = 0) -> dict:
+    """Leader, epoch, replicas and ISR from Metadata v8, asked of any broker that answers."""
+    for broker in cluster.status()["brokers"]:
+        try:
+            with BlockingKafkaClient(broker["host"], broker["port"], timeout_s=3) as client:
+                body = client.request(
+                    ApiKey.METADATA,
+                    8,
+                    {
+                        "topics": [{"name": topic}],
+                        "allow_auto_topic_creation": False,
+                        "include_cluster_authorized_operations": False,
+                        "include_topic_authorized_operations": False,
+                    },
+                )
+        except WireError:
+            continue
+        (found,) = body["topics"]
+        for info in found["partitions"]:
+            if info["partition_index"] == partition:
+                return {
+                    "leader": info["leader_id"],
+                    "leader_epoch": info["leader_epoch"],
+                    "replicas": info["replica_nodes"],
+                    "isr": sorted(info["isr_nodes"]),
+                }
+    raise AssertionError("no broker answered Metadata")
+
+
+def log_end_offsets(cluster: Cluster, topic: str) -> dict[int, int]:
+    """Each broker's LEO of partition 0: ListOffsets latest as a tool (replica id -2), which
+    any replica answers with its log end."""
+    found = {}
+    for broker in cluster.status()["brokers"]:
+        with BlockingKafkaClient(broker["host"], broker["port"], timeout_s=3) as client:
+            body = client.request(
+                ApiKey.LIST_OFFSETS,
+                4,
+                {
+                    "replica_id": -2,
+                    "isolation_level": 0,
+                    "topics": [
+                        {
+                            "name": topic,
+                            "partitions": [
+                                {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}
+                            ],
+                        }
+                    ],
+                },
+            )
+        found[broker["id"]] = body["topics"][0]["partitions"][0]["offset"]
+    return found
+
+
+def wait_for(
+    what: str, check: Callable[[], object], timeout_s: float = 30.0, every_s: float = 0.2
+) -> object:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            found = check()
+        except (AssertionError, WireError):
+            found = None
+        if found:
+            return found
+        time.sleep(every_s)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+def create_replicated_topic(cluster: Cluster, name: str, config: dict | None = None) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    topic = NewTopic(name, num_partitions=1, replication_factor=3, config=config or {})
+    admin.create_topics([topic])[name].result(timeout=15)
+    wait_for(f"{name} to have a leader", lambda: partition_state(cluster, name)["leader"] >= 0)

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import socket
 from collections import deque
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from rlog.core.protocol.apis import ApiKey
@@ -38,10 +39,19 @@ class KafkaClient:
     a failure. Requests may be issued concurrently; each waits for its own answer.
     """
 
-    def __init__(self, host: str, port: int, *, client_id: str = "rlog") -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        client_id: str = "rlog",
+        gate: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """`gate`: awaited before each request; it may delay it or raise WireError (chaos)."""
         self.host = host
         self.port = port
         self.client_id = client_id
+        self.gate = gate
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._codec = ClientConnection()
@@ -55,6 +65,12 @@ class KafkaClient:
 
     async def request(self, api_key: ApiKey, version: int, body: Body, *, timeout_s: float) -> Body:
         """Send one request and return the response body; WireError if none came in time."""
+        if self.gate is not None:
+            try:
+                await self.gate()
+            except WireError:
+                self.close()
+                raise
         try:
             async with asyncio.timeout(timeout_s):
                 await self._connect()

@@ -13,8 +13,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from rlog.core.metadata.image import MetadataImage
@@ -47,7 +48,10 @@ class ControllerLink:
         controller: tuple[str, int],
         settings: BrokerSettings,
         on_metadata: Callable[[], None],
+        *,
+        gate: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
+        """`gate`: chaos's hold on the link to the controller (see faults.py)."""
         self.broker_id = broker_id
         self.host = host
         self.port = port
@@ -61,8 +65,11 @@ class ControllerLink:
         self.fenced = True
         self.should_shut_down = False
         self._want_shut_down = False
-        self._requests = KafkaClient(*controller, client_id=f"broker-{broker_id}")
-        self._fetches = KafkaClient(*controller, client_id=f"broker-{broker_id}-metadata")
+        self._requests = KafkaClient(*controller, client_id=f"broker-{broker_id}", gate=gate)
+        self._fetches = KafkaClient(
+            *controller, client_id=f"broker-{broker_id}-metadata", gate=gate
+        )
+        self._unreachable_since: float | None = None
         self._told_duplicate = False
         self._heartbeat_now = asyncio.Event()
         self._image_changed = asyncio.Event()
@@ -100,8 +107,9 @@ class ControllerLink:
                     await self._register()
                 else:
                     await self._heartbeat()
+                self._reached()
             except WireError as error:
-                log.warning("controller unreachable: %s", error)
+                self._unreachable(error)
             if self._heartbeat_now.is_set() and self.broker_epoch is not None:
                 continue  # asked for while the last request was out
             wait_s = interval_s if self.broker_epoch is not None else RETRY_BACKOFF_S
@@ -109,6 +117,18 @@ class ControllerLink:
                 wait_s = min(wait_s, 0.1)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._heartbeat_now.wait(), wait_s)
+
+    def _unreachable(self, error: WireError) -> None:
+        """Say so once per outage, not at every retry."""
+        if self._unreachable_since is None:
+            self._unreachable_since = time.monotonic()
+            log.warning("controller unreachable: %s", error)
+
+    def _reached(self) -> None:
+        if self._unreachable_since is not None:
+            outage_s = time.monotonic() - self._unreachable_since
+            log.info("controller reachable again after %.1f s", outage_s)
+            self._unreachable_since = None
 
     async def _register(self) -> None:
         body = {
@@ -177,7 +197,7 @@ class ControllerLink:
             try:
                 await self._fetch_metadata()
             except WireError as error:
-                log.warning("metadata fetch failed: %s", error)
+                self._unreachable(error)
                 await asyncio.sleep(RETRY_BACKOFF_S)
 
     async def _fetch_metadata(self) -> None:

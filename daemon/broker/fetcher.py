@@ -19,6 +19,7 @@ from rlog.core.protocol.apis import ApiKey
 from rlog.core.protocol.errors import ErrorCode
 from rlog.core.replication import FetchPlan, Replica, TruncationPlan
 from rlog.daemon.broker.controller_link import ControllerLink
+from rlog.daemon.broker.faults import Faults
 from rlog.daemon.broker.replica_manager import ReplicaManager, TopicPartition, now_ms
 from rlog.daemon.config import BrokerSettings
 from rlog.daemon.wire import KafkaClient, WireError
@@ -37,8 +38,10 @@ class ReplicaFetchers:
         replicas: ReplicaManager,
         link: ControllerLink,
         settings: BrokerSettings,
+        faults: Faults | None = None,
     ) -> None:
         self.broker_id = broker_id
+        self.faults = faults
         self.replicas = replicas
         self.link = link
         self.settings = settings
@@ -83,7 +86,10 @@ class ReplicaFetchers:
                     if client is not None:
                         client.close()
                     client = KafkaClient(
-                        broker.host, broker.port, client_id=f"broker-{self.broker_id}-fetcher"
+                        broker.host,
+                        broker.port,
+                        client_id=f"broker-{self.broker_id}-fetcher",
+                        gate=self.faults.gate(f"broker-{leader_id}") if self.faults else None,
                     )
                 now = loop.time()
                 plans = [
@@ -233,11 +239,17 @@ class ReplicaFetchers:
             return False
         records = found["records"] or b""
         now = now_ms()
-        effects = replica.on_fetch_response(
-            records, found["high_watermark"], found["log_start_offset"], now, leader_epoch=epoch
-        )
-        if records and replica.log.flush_due(now):
-            replica.log.flush()
+        try:
+            effects = replica.on_fetch_response(
+                records, found["high_watermark"], found["log_start_offset"], now, leader_epoch=epoch
+            )
+            if records and replica.log.flush_due(now):
+                replica.log.flush()
+        except OSError as error:
+            # A full or failing disk: this replica falls behind (and out of the ISR) until the
+            # disk recovers; the leader still has everything.
+            log.error("storage error replicating %s-%d: %s", *key, error)
+            return False
         self.replicas.handle_effects(effects)
         if records:
             self.replicas.notify(key)

@@ -25,6 +25,7 @@ from rlog.core.protocol.connection import (
     Request,
     ServerConnection,
 )
+from rlog.daemon.broker.faults import Faults, peer_of
 
 log = logging.getLogger(__name__)
 
@@ -46,10 +47,13 @@ class BrokerServer:
         handlers: RequestHandler,
         max_request_bytes: int,
         supported: Mapping[ApiKey, tuple[int, int]] = SUPPORTED,
+        faults: Faults | None = None,
     ) -> None:
+        """`faults`: chaos rules (a broker's); requests from a cut peer close their connection."""
         self.handlers = handlers
         self.max_request_bytes = max_request_bytes
         self.supported = supported
+        self.faults = faults
         self._listener: socket.socket | None = None
         self._connections: set[asyncio.Task[None]] = set()
 
@@ -100,7 +104,9 @@ class BrokerServer:
                 if event is CONNECTION_CLOSED:
                     break
                 assert isinstance(event, Request)
-                task = asyncio.create_task(self.handlers.handle(event))
+                if self.faults is not None and self.faults.is_cut(peer_of(event.client_id)):
+                    break  # the link is cut: the peer sees its connection drop
+                task = asyncio.create_task(self._handle(event))
                 await pending.put((event, task))
         except RemoteProtocolError as error:
             log.info("closing connection from %s: %s", address, error)
@@ -112,6 +118,11 @@ class BrokerServer:
                 await writer
             writer.cancel()
             client.close()
+
+    async def _handle(self, request: Request) -> dict[str, Any] | None:
+        if self.faults is not None:
+            await self.faults.delay()
+        return await self.handlers.handle(request)
 
     async def _write_responses(
         self, client: socket.socket, codec: ServerConnection, pending: asyncio.Queue[_Pending]

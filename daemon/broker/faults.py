@@ -1,0 +1,171 @@
+"""Chaos inside one broker: cut network links, added delay, a full or stalled disk.
+
+rlogd writes the rules to the broker's faults file (JSON) and sends it SIGUSR1; the broker reads
+the file again then, and at start, so a cut link stays cut across a restart, as a real network
+partition would. The rules act where the traffic is:
+- inbound: a request from a cut peer closes its connection (like a firewall's REJECT), so
+  the peer sees a dead link, retries and backs off;
+- outbound: requests to a cut peer (the controller, another broker) fail at once;
+- delay: every request in and out waits `delay_ms` first;
+- disk: "full" makes every log append fail with ENOSPC (produce answers KAFKA_STORAGE_ERROR,
+  reads go on); "stall" makes every log write and fsync hang for STALL_S first.
+
+Peers are named as rlogd names processes: "broker-N", "controller", and "clients" for
+everything that is not an rlog process (Kafka clients).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rlog.core.storage.files import FaultyFile, FaultyFileSystem, LogFile
+from rlog.daemon.wire import WireError
+
+log = logging.getLogger(__name__)
+
+DISK_STATES = ("ok", "full", "stall")
+STALL_S = 2.0  # how long each log write or fsync hangs while the disk is stalled
+CLIENTS = "clients"
+CONTROLLER = "controller"
+_RLOG_CLIENT_ID = re.compile(r"^(broker-\d+)(-[a-z]+)?$")
+
+
+class FaultsFileError(ValueError):
+    """The faults file is unreadable or says something impossible."""
+
+
+@dataclass(frozen=True)
+class FaultRules:
+    cut: frozenset[str] = frozenset()
+    delay_ms: int = 0
+    disk: str = "ok"
+
+    @classmethod
+    def parse(cls, text: str) -> FaultRules:
+        try:
+            document = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise FaultsFileError(f"not JSON: {error}") from None
+        if not isinstance(document, dict):
+            raise FaultsFileError("expected a JSON object")
+        cut = document.get("cut", [])
+        delay_ms = document.get("delay_ms", 0)
+        disk = document.get("disk", "ok")
+        if not isinstance(cut, list) or not all(isinstance(p, str) for p in cut):
+            raise FaultsFileError("cut: expected a list of process names")
+        if not isinstance(delay_ms, int) or isinstance(delay_ms, bool) or delay_ms < 0:
+            raise FaultsFileError("delay_ms: expected a non-negative integer")
+        if disk not in DISK_STATES:
+            raise FaultsFileError(f"disk: expected one of {', '.join(DISK_STATES)}")
+        return cls(frozenset(cut), delay_ms, disk)
+
+    @classmethod
+    def load(cls, path: Path) -> FaultRules:
+        try:
+            return cls.parse(path.read_text())
+        except FileNotFoundError:
+            return cls()
+        except OSError as error:
+            raise FaultsFileError(f"cannot read {path}: {error.strerror}") from None
+
+    def describe(self) -> str:
+        parts = []
+        if self.cut:
+            parts.append("links cut to " + ", ".join(sorted(self.cut)))
+        if self.delay_ms:
+            parts.append(f"{self.delay_ms} ms delay")
+        if self.disk != "ok":
+            parts.append(f"disk {self.disk}")
+        return "; ".join(parts) or "no faults"
+
+
+def peer_of(client_id: str | None) -> str:
+    """Which process sent a request, from the client id rlog's own clients use."""
+    match = _RLOG_CLIENT_ID.match(client_id or "")
+    return match.group(1) if match else CLIENTS
+
+
+@dataclass
+class Faults:
+    """The rules in force, shared by the server, the outbound clients and the file system."""
+
+    path: Path | None
+    rules: FaultRules = field(default_factory=FaultRules)
+    file_system: ChaosFileSystem = field(default_factory=lambda: ChaosFileSystem())
+
+    def reload(self) -> None:
+        if self.path is None:
+            return
+        try:
+            rules = FaultRules.load(self.path)
+        except FaultsFileError as error:
+            log.error("ignoring the faults file %s: %s", self.path, error)
+            return
+        if rules != self.rules:
+            log.warning("chaos: %s", rules.describe())
+        self.rules = rules
+        self.file_system.faults.disk_full = rules.disk == "full"
+        self.file_system.stalled = rules.disk == "stall"
+
+    def is_cut(self, peer: str) -> bool:
+        return peer in self.rules.cut
+
+    async def delay(self) -> None:
+        if self.rules.delay_ms:
+            await asyncio.sleep(self.rules.delay_ms / 1000)
+
+    def gate(self, peer: str) -> OutboundGate:
+        return OutboundGate(self, peer)
+
+
+@dataclass(frozen=True)
+class OutboundGate:
+    """Called by a wire client before each request to `peer`."""
+
+    faults: Faults
+    peer: str
+
+    async def __call__(self) -> None:
+        if self.faults.is_cut(self.peer):
+            raise WireError(f"link to {self.peer} cut (chaos)")
+        await self.faults.delay()
+
+
+class StallingFile(FaultyFile):
+    def __init__(self, path: str, create: bool, file_system: ChaosFileSystem) -> None:
+        super().__init__(path, create, file_system.faults)
+        self._file_system = file_system
+
+    def _write(self, data: memoryview) -> int:
+        self._file_system.stall()
+        return super()._write(data)
+
+    def sync(self) -> None:
+        self._file_system.stall()
+        super().sync()
+
+
+class ChaosFileSystem(FaultyFileSystem):
+    """Real files; a full disk through FaultyFileSystem's faults, and a stalled one here (the
+    event loop blocks, as a broker's request threads would on a hung disk)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stalled = False
+
+    def open(self, path: str, create: bool) -> LogFile:
+        return StallingFile(path, create, self)
+
+    def stall(self) -> None:
+        if self.stalled:
+            time.sleep(STALL_S)
+
+    def _fsync(self, fd: int) -> None:
+        self.stall()
+        super()._fsync(fd)

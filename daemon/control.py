@@ -3,7 +3,12 @@
 The socket is ``DATA_DIR/rlogd.sock``, mode 0600 (only the user running rlogd may steer it).
 Each request line is a JSON object with an ``op``; each gets one reply line:
 
-* ``{"op": "status"}`` -> ``{"ok": true, ...the rlogd.json document...}``
+* ``{"op": "status"}`` -> ``{"ok": true, ...the rlogd.json document...}``: rlogd's pid and
+  cluster id, then ``controller`` and ``brokers``, one object per process with ``name``,
+  ``role``, ``id``, ``host``, ``port``, ``pid``, ``state``, ``restarts``, ``last_exit``,
+  ``data_dir``, ``log``, ``started_at_ms``, ``uptime_s``, and psutil's view sampled every
+  second: ``cpu_percent``, ``rss_bytes``, ``open_files`` (descriptors) and ``psutil_status``
+  (running, sleeping, stopped, zombie, ...); each None while the process is not running.
 * ``{"op": OP, "target": "broker-N" | "controller"}`` for OP in :data:`PROCESS_OPS` ->
   ``{"ok": true, "op": OP, "target": ..., "message": "one line", ...}``
 

@@ -6,9 +6,13 @@ broker-1..broker-N (broker-i on 127.0.0.1:P+i-1, its logs in DIR/broker-i), each
 with its output in DIR/logs. It restarts a process that dies per the config's restart policy, and
 on SIGTERM or SIGINT stops the brokers cleanly (each flushes its logs and writes its checkpoints)
 and then the controller. The cluster's id is made once per data dir and kept in
-DIR/meta.properties. While it runs, DIR/rlogd.json says where everything is, and the control
-socket DIR/rlogd.sock (JSON lines) answers status requests and kills, terminates, pauses, resumes
-or restarts a process on request; `rlog` uses both.
+DIR/meta.properties. While it runs, DIR/rlogd.json says where everything is and how each
+process fares (pid, state, restarts, CPU %, resident memory, open file descriptors, uptime;
+sampled every second), and the control socket DIR/rlogd.sock (JSON lines) answers status
+requests and kills, terminates, pauses, resumes or restarts a process on request; `rlog` uses
+both. Every process journals what happens to the cluster in DIR/events (rlogd: processes
+started, exited, restarted; the controller: brokers fenced, leaders elected, ISRs shrunk or
+expanded; brokers: replicas truncated), which `rlog events` reads.
 """
 
 from __future__ import annotations
@@ -31,9 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from rlog.core.protocol.apis import ApiKey
 from rlog.daemon.config import ConfigError, RlogConfig, load_config
 from rlog.daemon.control import ControlError, ControlServer, socket_path
+from rlog.daemon.events import EventJournal, journal_path
 from rlog.daemon.exit_codes import ExitCode
 from rlog.daemon.wire import KafkaClient, WireError
 
@@ -53,6 +60,8 @@ HEALTHY_RUN_S = 10.0
 CONTROLLER_START_WAIT_S = 30.0
 # How long a kill request waits to see the process gone before it answers.
 KILL_WAIT_S = 10.0
+# How often each process's CPU, memory and open files are sampled (and rlogd.json rewritten).
+STATS_INTERVAL_S = 1.0
 _PR_SET_PDEATHSIG = 1
 GAVE_UP = ("stopped", "failed")
 
@@ -61,6 +70,50 @@ def _die_with_parent() -> None:
     """Runs in the child before exec: if rlogd is killed -9, the kernel stops its children too."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+@dataclass
+class ProcessStats:
+    """A process as psutil saw it at the last sample; None when unknown (not running, or not
+    sampled yet)."""
+
+    cpu_percent: float | None = None  # since the previous sample; may pass 100 (threads)
+    rss_bytes: int | None = None
+    open_files: int | None = None  # open file descriptors: files and sockets
+    psutil_status: str | None = None  # running, sleeping, stopped (paused), zombie, ...
+    handle: psutil.Process | None = field(default=None, repr=False)
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "cpu_percent": self.cpu_percent,
+            "rss_bytes": self.rss_bytes,
+            "open_files": self.open_files,
+            "psutil_status": self.psutil_status,
+        }
+
+    @classmethod
+    def primed(cls, pid: int) -> ProcessStats:
+        """Stats for a new process: psutil's CPU % counts from this first call."""
+        with contextlib.suppress(psutil.Error):
+            handle = psutil.Process(pid)
+            handle.cpu_percent(None)
+            return cls(handle=handle)
+        return cls()
+
+    def sample(self) -> None:
+        handle = self.handle
+        if handle is None:
+            return
+        try:
+            with handle.oneshot():
+                self.psutil_status = handle.status()
+                self.cpu_percent = round(handle.cpu_percent(None), 1)
+                self.rss_bytes = handle.memory_info().rss
+                self.open_files = handle.num_fds()
+        except psutil.ZombieProcess:
+            self.psutil_status = psutil.STATUS_ZOMBIE
+        except psutil.Error:  # gone (rlogd reaps it next) or not ours to look at
+            self.psutil_status = None
 
 
 @dataclass
@@ -84,6 +137,10 @@ class SupervisedProcess:
     # Brought down by a control request: rlogd keeps running for a `restart` even if it stays down.
     by_request: bool = False
     restart_requested: bool = False
+    spawns: int = 0  # times started by this rlogd: the first is a start, later ones restarts
+    previous_pid: int | None = None
+    started_at_ms: int | None = None  # wall clock, for the status
+    stats: ProcessStats = field(default_factory=ProcessStats)
     supervisor: asyncio.Task[None] | None = field(default=None, repr=False)
     wake: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
 
@@ -100,7 +157,12 @@ class SupervisedProcess:
         """Down for good until a `restart` request (the restart policy gave up)."""
         return self.state in GAVE_UP and not self.alive
 
+    @property
+    def uptime_s(self) -> float | None:
+        return round(time.monotonic() - self.started_at, 3) if self.alive else None
+
     def status(self) -> dict[str, Any]:
+        stats = self.stats if self.alive else ProcessStats()
         return {
             "id": self.node_id,
             "name": self.name,
@@ -113,12 +175,17 @@ class SupervisedProcess:
             "last_exit": self.last_exit,
             "data_dir": str(self.data_dir),
             "log": str(self.log_path),
+            "started_at_ms": self.started_at_ms if self.alive else None,
+            "uptime_s": self.uptime_s,
+            **stats.fields(),
         }
 
 
-def _controller_argv(port: int, data_dir: Path, cluster_id: str, config: Path | None) -> list[str]:
+def _controller_argv(
+    port: int, data_dir: Path, cluster_id: str, config: Path | None, events: Path
+) -> list[str]:
     argv = [sys.executable, "-m", CONTROLLER_MODULE, "--host", HOST, "--port", str(port)]
-    argv += ["--data-dir", str(data_dir), "--cluster-id", cluster_id]
+    argv += ["--data-dir", str(data_dir), "--cluster-id", cluster_id, "--events", str(events)]
     return argv + (["--config", str(config)] if config is not None else [])
 
 
@@ -129,10 +196,12 @@ def _broker_argv(
     controller_port: int,
     cluster_id: str,
     config: Path | None,
+    events: Path,
 ) -> list[str]:
     argv = [sys.executable, "-m", "rlog.daemon.broker", "--id", str(broker_id)]
     argv += ["--host", HOST, "--port", str(port), "--data-dir", str(data_dir)]
     argv += ["--controller", f"{HOST}:{controller_port}", "--cluster-id", cluster_id]
+    argv += ["--events", str(events)]
     return argv + (["--config", str(config)] if config is not None else [])
 
 
@@ -147,6 +216,7 @@ class Supervisor:
         self.stopping = False
         self.started_at_ms = time.time_ns() // 1_000_000
         self.changed = asyncio.Event()
+        self.journal = EventJournal(journal_path(data_dir, "rlogd"), "rlogd")
         cluster = config.cluster
         controller_port = cluster.resolved_controller_port
         controller_dir = data_dir / CONTROLLER
@@ -157,7 +227,13 @@ class Supervisor:
             port=controller_port,
             data_dir=controller_dir,
             log_path=data_dir / "logs" / "controller.log",
-            argv=_controller_argv(controller_port, controller_dir, cluster_id, config_path),
+            argv=_controller_argv(
+                controller_port,
+                controller_dir,
+                cluster_id,
+                config_path,
+                journal_path(data_dir, CONTROLLER),
+            ),
         )
         self.brokers = [
             SupervisedProcess(
@@ -174,6 +250,7 @@ class Supervisor:
                     controller_port,
                     cluster_id,
                     config_path,
+                    journal_path(data_dir, f"broker-{i}"),
                 ),
             )
             for i in range(1, cluster.brokers + 1)
@@ -216,8 +293,45 @@ class Supervisor:
         child.listening = False
         child.by_request = False
         child.started_at = time.monotonic()
+        child.started_at_ms = time.time_ns() // 1_000_000
+        child.stats = ProcessStats.primed(child.process.pid)
+        child.spawns += 1
         log.info("%s started, pid %d, port %d", child.name, child.process.pid, child.port)
+        self._journal_start(child)
         self.write_status()
+
+    def _journal_start(self, child: SupervisedProcess) -> None:
+        assert child.process is not None
+        pid = child.process.pid
+        fields = {"process": child.name, "role": child.role, "pid": pid, "port": child.port}
+        if child.spawns == 1:
+            self.journal.record("process_started", f"{child.name} started (pid {pid})", **fields)
+            return
+        self.journal.record(
+            "process_restarted",
+            f"{child.name} restarted (pid {pid}, was {child.previous_pid}; "
+            f"restart {child.restarts})",
+            previous_pid=child.previous_pid,
+            restarts=child.restarts,
+            **fields,
+        )
+
+    def _journal_exit(self, child: SupervisedProcess, pid: int, code: int) -> None:
+        ran_s = time.monotonic() - child.started_at
+        why = " (on request)" if child.by_request or child.restart_requested else ""
+        why = " (rlogd stopping)" if self.stopping else why
+        self.journal.record(
+            "process_exited",
+            f"{child.name} (pid {pid}) exited with {_describe_exit(code)} after {ran_s:.1f} s{why}",
+            process=child.name,
+            role=child.role,
+            pid=pid,
+            returncode=code,
+            code=code if code >= 0 else None,
+            signal=_signal_name(code),
+            ran_s=round(ran_s, 3),
+            by_request=child.by_request or child.restart_requested,
+        )
 
     async def _await_listening(self, child: SupervisedProcess) -> None:
         """Mark the process running once it answers ApiVersions on its port (not just accepts
@@ -248,6 +362,8 @@ class Supervisor:
         listening.cancel()
         child.last_exit = code
         child.listening = False
+        child.previous_pid = child.process.pid
+        self._journal_exit(child, child.process.pid, code)
         return code
 
     def _should_restart(self, code: int) -> bool:
@@ -354,13 +470,17 @@ class Supervisor:
                 raise ControlError(f"{child.name} (pid {pid}) is already paused")
             process.send_signal(signal.SIGSTOP)
             child.state = "paused"
-            return f"paused {child.name} (pid {pid}) with SIGSTOP"
+            message = f"paused {child.name} (pid {pid}) with SIGSTOP"
+            self.journal.record("process_paused", message, process=child.name, pid=pid)
+            return message
         if op == "resume":
             if child.state != "paused":
                 raise ControlError(f"{child.name} (pid {pid}) is not paused")
             process.send_signal(signal.SIGCONT)
             child.state = "running" if child.listening else "starting"
-            return f"resumed {child.name} (pid {pid}) with SIGCONT"
+            message = f"resumed {child.name} (pid {pid}) with SIGCONT"
+            self.journal.record("process_resumed", message, process=child.name, pid=pid)
+            return message
         if op == "kill":
             return await self._kill(child, process)
         return await self._terminate(child, process)
@@ -445,11 +565,32 @@ class Supervisor:
         control = ControlServer(socket_path(self.data_dir), self)
         await control.start()
         self.write_status()
+        self.journal.record(
+            "rlogd_started",
+            f"rlogd started (pid {os.getpid()}, {len(self.brokers)} brokers, "
+            f"cluster {self.cluster_id})",
+            pid=os.getpid(),
+            brokers=len(self.brokers),
+            cluster_id=self.cluster_id,
+        )
+        sampler = asyncio.create_task(self._sample_forever())
         try:
             return await self._run_until_stopped(stop)
         finally:
+            sampler.cancel()
             await self.shutdown()
             await control.close()
+            self.journal.record("rlogd_stopped", "rlogd stopped", pid=os.getpid())
+            self.journal.close()
+
+    async def _sample_forever(self) -> None:
+        """Refresh each running process's psutil stats, and rlogd.json with them."""
+        while True:
+            await asyncio.sleep(STATS_INTERVAL_S)
+            for child in self.processes:
+                if child.alive:
+                    child.stats.sample()
+            self.write_status()
 
     async def _run_until_stopped(self, stop: asyncio.Event) -> int:
         stopping = asyncio.create_task(stop.wait())
@@ -505,6 +646,16 @@ def _runnable(module: str) -> bool:
     except (ImportError, ValueError):
         return False
     return spec is not None
+
+
+def _signal_name(code: int) -> str | None:
+    """The signal that ended a process (a negative exit code), by name."""
+    if code >= 0:
+        return None
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
 
 
 def _describe_exit(code: int) -> str:

@@ -14,12 +14,14 @@ from pathlib import Path
 import uvloop
 
 from rlog.daemon.broker.controller_link import ControllerLink
+from rlog.daemon.broker.faults import CONTROLLER, Faults
 from rlog.daemon.broker.fetcher import ReplicaFetchers
 from rlog.daemon.broker.handlers import Handlers
 from rlog.daemon.broker.producer_ids import ProducerIdAllocator
 from rlog.daemon.broker.replica_manager import ReplicaManager, now_ms
 from rlog.daemon.broker.server import BrokerServer
 from rlog.daemon.config import BrokerSettings, ConfigError, load_config
+from rlog.daemon.events import EventJournal
 from rlog.daemon.exit_codes import ExitCode
 
 log = logging.getLogger("rlog.broker")
@@ -69,22 +71,33 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
     except ConfigError as error:
         print(f"broker-{args.id}: {error}", file=sys.stderr)
         return ExitCode.CONFIG
-    replicas = ReplicaManager(args.id, data_dir, settings, now_ms())
+    faults = Faults(args.faults)
+    faults.reload()
+    replicas = ReplicaManager(args.id, data_dir, settings, now_ms(), fs=faults.file_system)
+    if args.events is not None:  # replica events (truncations) for rlog events
+        replicas.journal = EventJournal(args.events, f"broker-{args.id}")
 
     def on_metadata() -> None:
         if link.registered_in_image:
             replicas.apply_metadata(link.image, now_ms(), caught_up=link.caught_up)
 
     link = ControllerLink(
-        args.id, args.host, args.port, args.cluster_id, controller, settings, on_metadata
+        args.id,
+        args.host,
+        args.port,
+        args.cluster_id,
+        controller,
+        settings,
+        on_metadata,
+        gate=faults.gate(CONTROLLER),
     )
     replicas.set_alter_partition_sender(link.alter_partition)
-    fetchers = ReplicaFetchers(args.id, replicas, link, settings)
+    fetchers = ReplicaFetchers(args.id, replicas, link, settings, faults)
     replicas.on_followers_changed = fetchers.regroup
     handlers = Handlers(
         args.id, args.cluster_id, replicas, link, ProducerIdAllocator(link.allocate_producer_ids)
     )
-    server = BrokerServer(handlers, settings.socket_request_max_bytes)
+    server = BrokerServer(handlers, settings.socket_request_max_bytes, faults=faults)
     try:
         server.listen(args.host, args.port)
     except OSError as error:
@@ -108,6 +121,7 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    loop.add_signal_handler(signal.SIGUSR1, faults.reload)  # rlogd changed the chaos rules
     logs = replicas.logs
     duties = [
         asyncio.create_task(server.serve()),
@@ -161,7 +175,19 @@ def main(argv: list[str] | None = None) -> None:
         "--controller", required=True, help="the controller's HOST:PORT (rlogd passes it)"
     )
     parser.add_argument(
+        "--faults",
+        type=Path,
+        default=None,
+        help="chaos rules file (JSON) that rlogd writes; read at start and on SIGUSR1",
+    )
+    parser.add_argument(
         "--cluster-id", required=True, help="the cluster's id (rlogd makes it once per data dir)"
+    )
+    parser.add_argument(
+        "--events",
+        type=Path,
+        default=None,
+        help="append replica events to this JSON-lines journal (rlogd passes it)",
     )
     args = parser.parse_args(argv)
     logging.basicConfig(

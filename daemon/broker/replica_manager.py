@@ -35,10 +35,11 @@ from rlog.core.storage.checkpoint import (
     write_offset_checkpoint,
 )
 from rlog.core.storage.config import LOG_CONFIG_NAMES, LogConfig
-from rlog.core.storage.files import RealFileSystem
+from rlog.core.storage.files import FileSystem, RealFileSystem
 from rlog.core.storage.leader_epochs import LeaderEpochCache
 from rlog.core.storage.log_manager import LogManager
 from rlog.daemon.config import BrokerSettings
+from rlog.daemon.events import EventJournal
 
 log = logging.getLogger(__name__)
 
@@ -54,12 +55,19 @@ AlterPartitionSender = Callable[[ProposeIsr], Awaitable[AlterPartitionResponse]]
 
 class ReplicaManager:
     def __init__(
-        self, broker_id: int, data_dir: Path, settings: BrokerSettings, now_ms: int
+        self,
+        broker_id: int,
+        data_dir: Path,
+        settings: BrokerSettings,
+        now_ms: int,
+        *,
+        fs: FileSystem | None = None,
     ) -> None:
+        """`fs`: where the logs live (real files; the broker passes one that chaos can fill)."""
         self.broker_id = broker_id
         self.settings = settings
         self.default_log_config = settings.log_config()
-        self._fs = RealFileSystem()
+        self._fs = fs or RealFileSystem()
         self._checkpoint_path = os.path.join(data_dir, HIGH_WATERMARK_CHECKPOINT)
         self.logs = LogManager(str(data_dir), self._fs, self.default_log_config, now_ms)
         try:
@@ -73,6 +81,7 @@ class ReplicaManager:
         self._alter_partition: AlterPartitionSender | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._hw_dirty = False
+        self.journal: EventJournal | None = None  # replica events, if main gives a journal
         # Called when a replica starts or stops following a leader: the fetchers regroup.
         self.on_followers_changed: Callable[[], None] = lambda: None
 
@@ -235,6 +244,17 @@ class ReplicaManager:
                     effect.offset,
                     " (whole log: behind the leader's log start)" if effect.full else "",
                 )
+                if self.journal is not None:
+                    self.journal.record(
+                        "replica_truncated",
+                        f"broker {self.broker_id} truncated {effect.topic}-{effect.partition} "
+                        f"to offset {effect.offset}" + (" (whole log)" if effect.full else ""),
+                        topic=effect.topic,
+                        partition=effect.partition,
+                        offset=effect.offset,
+                        broker=self.broker_id,
+                        full=effect.full,
+                    )
                 self._hw_dirty = True
                 self.notify((effect.topic, effect.partition))
 

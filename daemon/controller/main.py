@@ -1,7 +1,11 @@
 """Start the controller: replay the metadata log, listen, tick, stop cleanly on SIGTERM.
 
     python -m rlog.daemon.controller --port P --data-dir DIR --cluster-id ID
-                                     [--host 127.0.0.1] [--config FILE]
+                                     [--host 127.0.0.1] [--config FILE] [--events FILE]
+
+With --events (rlogd passes DATA_DIR/events/controller.jsonl) each committed metadata record's
+events (broker fenced, leader elected, ISR shrunk, ...) are appended there; see
+rlog.daemon.events.
 
 Exit codes (daemon/exit_codes.py): 0 after SIGTERM/SIGINT; 78 (CONFIG) for a bad config, a port
 in use, or a data dir or metadata log a restart cannot fix, with one line on stderr; 1 when the
@@ -31,6 +35,7 @@ from rlog.daemon.broker.server import BrokerServer
 from rlog.daemon.config import BrokerSettings, ConfigError, load_config
 from rlog.daemon.controller.handlers import Handlers
 from rlog.daemon.controller.service import TICK_INTERVAL_MS, ControllerService
+from rlog.daemon.events import EventJournal
 from rlog.daemon.exit_codes import ExitCode
 
 log = logging.getLogger("rlog.controller")
@@ -123,7 +128,8 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
     except (ConfigError, OSError) as error:
         print(f"controller: {error}", file=sys.stderr)
         return ExitCode.CONFIG
-    service = ControllerService(controller, metadata_log)
+    journal = EventJournal(args.events, "controller") if args.events is not None else None
+    service = ControllerService(controller, metadata_log, journal)
     server = BrokerServer(
         Handlers(args.cluster_id, service),
         settings.socket_request_max_bytes,
@@ -156,6 +162,8 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
         duty.cancel()
     await server.close()
     metadata_log.close()
+    if journal is not None:
+        journal.close()
     if service.failed.is_set():
         log.critical("controller stopped after a failure")
         return ExitCode.FAILURE
@@ -180,6 +188,12 @@ def main(argv: list[str] | None = None) -> None:
         "--cluster-id", required=True, help="the cluster's id (rlogd makes it once per data dir)"
     )
     parser.add_argument("--config", type=Path, default=None, help="rlog TOML config file")
+    parser.add_argument(
+        "--events",
+        type=Path,
+        default=None,
+        help="append metadata events to this JSON-lines journal (rlogd passes it)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s controller %(levelname)s %(name)s: %(message)s"

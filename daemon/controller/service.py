@@ -25,7 +25,9 @@ from collections.abc import Callable, Hashable
 from rlog.core.controller import Controller, ControllerRequest, ControllerResponse
 from rlog.core.metadata.log_store import append_records
 from rlog.core.storage.log import Log
+from rlog.daemon.controller.record_events import Event, record_events
 from rlog.daemon.controller.record_lines import describe_records
+from rlog.daemon.events import EventJournal
 
 log = logging.getLogger("rlog.controller")
 
@@ -42,9 +44,12 @@ class ControllerFailed(Exception):
 
 
 class ControllerService:
-    def __init__(self, controller: Controller, metadata_log: Log) -> None:
+    def __init__(
+        self, controller: Controller, metadata_log: Log, journal: EventJournal | None = None
+    ) -> None:
         self.controller = controller
         self.log = metadata_log
+        self.journal = journal  # committed records' events (rlog.daemon.events), if given
         self._tokens = itertools.count()
         self._waiting: dict[Hashable, asyncio.Future[ControllerResponse]] = {}
         self._drain_scheduled = False
@@ -140,9 +145,11 @@ class ControllerService:
                 return
             # Described against the image before these records, so each line shows its own step.
             lines = describe_records(self.controller.image, ready.base_offset, ready.records)
+            events = record_events(self.controller.image, ready.records) if self.journal else []
             self.controller.advance(ready)
             for line in lines:
                 log.info("%s", line)
+            self._journal(events)
             if ready.records:
                 self._committed.set()
                 self._committed = asyncio.Event()
@@ -150,6 +157,11 @@ class ControllerService:
                 future = self._waiting.pop(token, None)
                 if future is not None and not future.done():  # done: the client went away
                     future.set_result(response)
+
+    def _journal(self, events: list[Event]) -> None:
+        if self.journal is not None:
+            for event in events:
+                self.journal.record(event.kind, event.message, **event.fields)
 
     def _fail_waiting(self) -> None:
         waiting, self._waiting = self._waiting, {}

@@ -1,8 +1,9 @@
 """The ``rlog`` command: the root options, the command tree, and the one place errors print.
 
-Commands live one group per module (cluster, topic, produce, consume, bench, chaos) and stay thin.
-``main`` runs click in non-standalone mode so that every failure, including click's own usage
-errors, comes out as a single ``rlog: error: ...`` line with an :class:`ExitCode`.
+Commands live one group per module (cluster, topic, produce, consume, bench, chaos, events)
+and stay thin. ``main`` runs click in non-standalone mode so that every failure, including
+click's own usage errors, comes out as a single ``rlog: error: ...`` line with an
+:class:`ExitCode`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ except ImportError:  # pragma: no cover - depends on the installed typer
     from click import exceptions as click_errors  # type: ignore[no-redef]
 
 from rlog import __version__
-from rlog.cli import bench, chaos, cluster, consume, manpages, produce, topic
+from rlog.cli import bench, chaos, cluster, consume, events, manpages, produce, topic
 from rlog.cli.discovery import ENV_BOOTSTRAP, ENV_DATA_DIR, Settings, default_data_dir
 from rlog.cli.terminal import CliError, ColorMode, ExitCode, Terminal, one_line
 
@@ -40,6 +41,7 @@ app.command("produce", no_args_is_help=True)(produce.produce)
 app.command("consume", no_args_is_help=True)(consume.consume)
 app.add_typer(bench.app, name="bench")
 app.add_typer(chaos.app, name="chaos")
+app.command("events")(events.events)
 app.command("man")(manpages.man)
 
 

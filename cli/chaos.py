@@ -1,8 +1,10 @@
-"""``rlog chaos kill|terminate|pause|resume|restart TARGET``: faults on command, Pumba's verbs.
+"""``rlog chaos kill|terminate|pause|resume|restart TARGET``: faults on command, Pumba's verbs;
+``rlog chaos partition|heal|delay|disk``: network and disk faults inside the brokers.
 
 TARGET is ``broker-N`` or ``controller``. The request goes to the running rlogd's control socket
-(``DATA_DIR/rlogd.sock``), which signals its own child: nothing here signals a process itself.
-Each command prints one line saying what happened (``--json``: rlogd's whole reply).
+(``DATA_DIR/rlogd.sock``), which signals its own child or rewrites a broker's fault rules:
+nothing here signals a process itself. Each command prints one line saying what happened
+(``--json``: rlogd's whole reply).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from rlog.cli.discovery import DataDirOption, control_request, settings_of
 from rlog.cli.terminal import CliError, ExitCode
 
 app = typer.Typer(
-    help="Kill, stop, pause, resume or restart a broker or the controller.",
+    help="Kill, stop, pause, resume or restart a process; cut links, slow a broker, break a disk.",
     no_args_is_help=True,
 )
 
@@ -102,3 +104,74 @@ def restart(
     """Stop the process cleanly (resuming it first if paused) and start it again now, whatever
     the restart policy; a stopped process is just started."""
     _apply(ctx, "restart", target, data_dir, json_out)
+
+
+# ---- network and disk ----
+
+
+def _chaos(ctx: typer.Context, request: dict[str, Any], data_dir: Any, json_out: bool) -> None:
+    settings = settings_of(ctx).override(data_dir=data_dir)
+    reply = control_request(settings, request, settings.timeout_s + QUICK_OP_EXTRA_S)
+    op = request["op"]
+    if not reply.get("ok"):
+        code = ExitCode.NOT_FOUND if reply.get("reason") == "unknown-target" else ExitCode.FAILURE
+        raise CliError(f"{op}: {reply.get('error') or 'refused by rlogd'}", code)
+    if json_out:
+        settings.terminal.json(reply)
+    else:
+        settings.terminal.line(str(reply.get("message") or f"{op}: done"))
+
+
+@app.command(no_args_is_help=True)
+def partition(
+    ctx: typer.Context,
+    targets: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="TARGET...", help="Two or more of broker-N and controller.", show_default=False
+        ),
+    ],
+    clients: Annotated[
+        bool, typer.Option("--clients", help="Also cut Kafka clients off the first broker named.")
+    ] = False,
+    data_dir: DataDirOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Cut the network links between these processes, both ways, inside the brokers' network
+    layer (requests from a cut peer close their connection; requests to it fail), until
+    rlog chaos heal. The cut outlives a restart of the broker."""
+    _chaos(ctx, {"op": "partition", "targets": targets, "clients": clients}, data_dir, json_out)
+
+
+@app.command()
+def heal(ctx: typer.Context, data_dir: DataDirOption = None, json_out: JsonOption = False) -> None:
+    """Undo every partition, delay and disk fault."""
+    _chaos(ctx, {"op": "heal"}, data_dir, json_out)
+
+
+@app.command(no_args_is_help=True)
+def delay(
+    ctx: typer.Context,
+    target: TargetArgument,
+    ms: Annotated[int, typer.Option("--ms", help="Added delay per request, in and out.")],
+    data_dir: DataDirOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Make a broker slow: every request it receives or sends waits MS first (0 undoes it)."""
+    _chaos(ctx, {"op": "delay", "target": target, "ms": ms}, data_dir, json_out)
+
+
+@app.command(no_args_is_help=True)
+def disk(
+    ctx: typer.Context,
+    target: TargetArgument,
+    state: Annotated[
+        str,
+        typer.Argument(metavar="STATE", help="full, stall or ok.", show_default=False),
+    ],
+    data_dir: DataDirOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Break a broker's disk: full (appends fail with ENOSPC, so produce gets
+    KAFKA_STORAGE_ERROR while reads go on), stall (every log write and fsync hangs), ok."""
+    _chaos(ctx, {"op": "disk", "target": target, "state": state}, data_dir, json_out)

@@ -332,6 +332,16 @@ _FILES: list[tuple[str, str]] = [
     ),
     ("logs/broker-N.log", "Broker N's own output."),
     ("logs/controller.log", "The controller's own output."),
+    (
+        "events/",
+        "The event journal, one JSON-lines file per process (rlogd.jsonl, controller.jsonl, "
+        'broker-N.jsonl), each line one event: {"ts": unix seconds, "source": the process, '
+        '"kind": ..., "message": "one line", ...}. rlogd records processes started, exited, '
+        "restarted, paused and resumed; the controller brokers registered, fenced and "
+        "unfenced, topics and partitions created and deleted, leaders elected, partitions "
+        "offline, unclean elections, ISRs shrunk and expanded and configs changed; each broker "
+        "its replicas truncated. Kept after the cluster stops; rlog events reads it.",
+    ),
 ]
 
 
@@ -360,6 +370,10 @@ _RLOG_EXAMPLES: list[tuple[str, str]] = [
     ),
     ("", "rlog topic describe orders"),
     ("", "rlog chaos restart broker-2"),
+    (
+        "Watch what that did: the broker's exit, leader elections, ISRs shrinking and expanding:",
+        "rlog events --follow",
+    ),
     (
         "Pause the controller for a while (brokers keep serving with the metadata they have):",
         "rlog chaos pause controller",

@@ -38,7 +38,12 @@ SOCKET_FILE = "rlogd.sock"
 # kill: SIGKILL, then the restart policy; terminate: SIGTERM (a clean exit); pause/resume:
 # SIGSTOP/SIGCONT; restart: stop (SIGTERM, SIGKILL after shutdown_timeout_ms) and start again.
 PROCESS_OPS = ("kill", "terminate", "pause", "resume", "restart")
-OPS = ("status", *PROCESS_OPS)
+# Network and disk chaos (rlog.daemon.chaos): {"op": "partition", "targets": [...], "clients":
+# bool}, {"op": "heal"}, {"op": "delay", "target": "broker-N", "ms": M}, {"op": "disk",
+# "target": "broker-N", "state": "stall|full|ok"}; the reply has "message", "changed" (the
+# brokers whose rules changed) and "faults" (every broker's rules now).
+CHAOS_OPS = ("partition", "heal", "delay", "disk")
+OPS = ("status", *PROCESS_OPS, *CHAOS_OPS)
 # Why a request failed: it was malformed or named an unknown op ("bad-request"), an unknown
 # process ("unknown-target"), the process is not in a state the op applies to ("refused"), or
 # rlogd itself failed ("internal").
@@ -64,6 +69,8 @@ class Controlled(Protocol):
     def status_document(self) -> dict[str, Any]: ...
 
     async def control(self, op: str, target: str) -> dict[str, Any]: ...
+
+    async def chaos_request(self, op: str, request: dict[str, Any]) -> dict[str, Any]: ...
 
 
 def socket_path(data_dir: Path) -> Path:
@@ -101,6 +108,8 @@ async def handle_request(target: Controlled, line: bytes) -> dict[str, Any]:
     try:
         if op == "status":
             return {"ok": True, **target.status_document()}
+        if op in CHAOS_OPS:
+            return {"ok": True, **(await target.chaos_request(op, request))}
         name = request.get("target")
         if not isinstance(name, str) or not name:
             return _error(f"op {op!r} needs a 'target' (broker-N or controller)")

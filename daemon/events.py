@@ -42,6 +42,7 @@ PROCESS_KINDS = (
     "process_restarted",
     "process_paused",
     "process_resumed",
+    "chaos",  # links cut or healed, a delay, a full or stalled disk
 )
 # What the controller records as metadata records are committed.
 METADATA_KINDS = (

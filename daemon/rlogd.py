@@ -38,6 +38,7 @@ from typing import Any
 import psutil
 
 from rlog.core.protocol.apis import ApiKey
+from rlog.daemon.chaos import FAULTS_FILE, ChaosError, ChaosRules
 from rlog.daemon.config import ConfigError, RlogConfig, load_config
 from rlog.daemon.control import ControlError, ControlServer, socket_path
 from rlog.daemon.events import EventJournal, journal_path
@@ -201,7 +202,7 @@ def _broker_argv(
     argv = [sys.executable, "-m", "rlog.daemon.broker", "--id", str(broker_id)]
     argv += ["--host", HOST, "--port", str(port), "--data-dir", str(data_dir)]
     argv += ["--controller", f"{HOST}:{controller_port}", "--cluster-id", cluster_id]
-    argv += ["--events", str(events)]
+    argv += ["--events", str(events), "--faults", str(data_dir / FAULTS_FILE)]
     return argv + (["--config", str(config)] if config is not None else [])
 
 
@@ -255,6 +256,7 @@ class Supervisor:
             )
             for i in range(1, cluster.brokers + 1)
         ]
+        self.chaos = ChaosRules({broker.name: broker.data_dir for broker in self.brokers})
 
     @property
     def processes(self) -> list[SupervisedProcess]:
@@ -528,6 +530,48 @@ class Supervisor:
             return f"started {child.name} (pid {child.pid})"
         return f"restarted {child.name} (pid {old_pid} -> {child.pid})"
 
+    # -- network and disk chaos ---------------------------------------------------------------
+    async def chaos_request(self, op: str, request: dict[str, Any]) -> dict[str, Any]:
+        """partition / heal / delay / disk (see rlog.daemon.chaos): new rules to the brokers."""
+        if self.stopping:
+            raise ControlError("rlogd is shutting down")
+        try:
+            if op == "partition":
+                names = request.get("targets")
+                if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                    raise ChaosError("partition needs 'targets': a list of process names")
+                clients = bool(request.get("clients", False))
+                changed = self.chaos.partition(names, clients)
+                message = "cut the links between " + ", ".join(names)
+                if clients:
+                    message += f", and clients off {names[0]}"
+            elif op == "heal":
+                changed = self.chaos.heal()
+                message = "healed every link, delay and disk"
+            elif op == "delay":
+                target, delay_ms = request.get("target"), request.get("ms")
+                if not isinstance(target, str) or not isinstance(delay_ms, int):
+                    raise ChaosError("delay needs 'target' (broker-N) and 'ms' (an integer)")
+                changed = self.chaos.delay(target, delay_ms)
+                message = f"{target}: every request in and out waits {delay_ms} ms"
+            else:
+                target, state = request.get("target"), request.get("state")
+                if not isinstance(target, str) or not isinstance(state, str):
+                    raise ChaosError("disk needs 'target' (broker-N) and 'state' (stall|full|ok)")
+                changed = self.chaos.disk(target, state)
+                message = f"{target}: disk {state}"
+        except ChaosError as error:
+            reason = "unknown-target" if str(error).startswith("unknown process") else "bad-request"
+            raise ControlError(str(error), reason) from None
+        for name in changed:
+            self.chaos.write(name)
+            child = self._target(name)
+            if child.alive and child.process is not None:
+                child.process.send_signal(signal.SIGUSR1)  # reread the faults file
+        faults = self.chaos.summary()
+        self.journal.record("chaos", message, op=op, changed=changed, faults=faults)
+        return {"op": op, "message": message, "changed": changed, "faults": faults}
+
     # -- whole cluster ------------------------------------------------------------------------
     def _brokers_gave_up(self) -> bool:
         """Every broker is down for good and none by request: nothing left to supervise."""
@@ -564,6 +608,7 @@ class Supervisor:
             loop.add_signal_handler(signum, stop.set)
         control = ControlServer(socket_path(self.data_dir), self)
         await control.start()
+        self.chaos.write_all()  # a new rlogd starts with every link healed
         self.write_status()
         self.journal.record(
             "rlogd_started",

@@ -9,76 +9,20 @@ the dead ISR had are lost, exactly as Kafka documents. The test prints which.
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 
 from confluent_kafka import KafkaError, Producer
 
-from support.clients import confluent_consume
-from support.cluster import Cluster
 from support.replication import (
     CONFIG,
+    NumberedProducer,
     create_replicated_topic,
-    every_broker,
     log_end_offsets,
     partition_state,
+    read_numbers,
     wait_for,
 )
-
-# ---- a producer of numbered values that remembers what was acknowledged ----
-
-
-class NumberedProducer:
-    def __init__(self, cluster: Cluster, topic: str, **config: object) -> None:
-        self.topic = topic
-        self.producer = Producer(
-            {
-                "bootstrap.servers": every_broker(cluster),
-                "acks": "all",
-                "linger.ms": 2,
-                "message.timeout.ms": 60_000,
-                **config,
-            }
-        )
-        self.acked: list[int] = []
-        self.failed: list[tuple[int, str]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self.sent = 0
-
-    def _delivered(self, error: KafkaError | None, message: object) -> None:
-        number = int(message.value())  # type: ignore[attr-defined]
-        if error is None:
-            self.acked.append(number)
-        else:
-            self.failed.append((number, error.name()))
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.producer.produce(self.topic, value=b"%d" % self.sent, on_delivery=self._delivered)
-            self.sent += 1
-            self.producer.poll(0.005)
-
-    def start(self) -> NumberedProducer:
-        self._thread.start()
-        return self
-
-    def wait_for_acks(self, count: int, timeout_s: float = 30.0) -> None:
-        start = len(self.acked)
-        wait_for(f"{count} more acks", lambda: len(self.acked) >= start + count, timeout_s)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(10)
-        remaining = self.producer.flush(90)
-        assert remaining == 0, f"{remaining} records still undelivered"
-
-
-def read_numbers(cluster: Cluster, topic: str, count: int) -> list[int]:
-    messages = confluent_consume(every_broker(cluster), topic, [0], count, timeout_s=60)
-    return [int(m.value) for m in messages if m.value is not None]
-
 
 # ---- the tests ----
 

@@ -89,6 +89,13 @@ class Cluster:
             raise RuntimeError(f"chaos {op} {target}: {reply.get('error')}")
         return reply
 
+    def chaos_request(self, document: dict[str, Any], *, timeout_s: float = 30.0) -> dict[str, Any]:
+        """Any control request (partition, heal, delay, disk, ...); RuntimeError if refused."""
+        reply = control.request(self.data_dir, document, timeout_s)
+        if not reply.get("ok"):
+            raise RuntimeError(f"chaos {document}: {reply.get('error')}")
+        return reply
+
     def _processes(self) -> list[dict[str, Any]]:
         try:
             status = self.status()

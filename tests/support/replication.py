@@ -3,13 +3,16 @@ the Kafka APIs, as a client sees it), and waiting for it to change."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from rlog.core.protocol.apis import ApiKey
 from rlog.daemon.wire import BlockingKafkaClient, WireError
+from support.clients import confluent_consume
 from support.cluster import Cluster
 
 # 3 brokers, RF=3, min.insync=2, with failure detection fast enough for tests.
@@ -36,9 +39,15 @@ def every_broker(cluster: Cluster) -> str:
     return ",".join(f"{b['host']}:{b['port']}" for b in cluster.status()["brokers"])
 
 
-def partition_state(cluster: Cluster, topic: str, partition: int = 0) -> dict:
-    """Leader, epoch, replicas and ISR from Metadata v8, asked of any broker that answers."""
-    for broker in cluster.status()["brokers"]:
+def partition_state(
+    cluster: Cluster, topic: str, partition: int = 0, *, via: int | None = None
+) -> dict:
+    """Leader, epoch, replicas and ISR from Metadata v8, asked of any broker that answers (or
+    of broker `via` only: a broker cut off from the controller answers from stale metadata)."""
+    brokers = cluster.status()["brokers"]
+    if via is not None:
+        brokers = [b for b in brokers if b["id"] == via]
+    for broker in brokers:
         try:
             with BlockingKafkaClient(broker["host"], broker["port"], timeout_s=3) as client:
                 body = client.request(
@@ -111,3 +120,57 @@ def create_replicated_topic(cluster: Cluster, name: str, config: dict | None = N
     topic = NewTopic(name, num_partitions=1, replication_factor=3, config=config or {})
     admin.create_topics([topic])[name].result(timeout=15)
     wait_for(f"{name} to have a leader", lambda: partition_state(cluster, name)["leader"] >= 0)
+
+
+# ---- a producer of numbered values that remembers what was acknowledged ----
+
+
+class NumberedProducer:
+    def __init__(self, cluster: Cluster, topic: str, **config: object) -> None:
+        self.topic = topic
+        self.producer = Producer(
+            {
+                "bootstrap.servers": every_broker(cluster),
+                "acks": "all",
+                "linger.ms": 2,
+                "message.timeout.ms": 60_000,
+                **config,
+            }
+        )
+        self.acked: list[int] = []
+        self.failed: list[tuple[int, str]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.sent = 0
+
+    def _delivered(self, error: KafkaError | None, message: object) -> None:
+        number = int(message.value())  # type: ignore[attr-defined]
+        if error is None:
+            self.acked.append(number)
+        else:
+            self.failed.append((number, error.name()))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.producer.produce(self.topic, value=b"%d" % self.sent, on_delivery=self._delivered)
+            self.sent += 1
+            self.producer.poll(0.005)
+
+    def start(self) -> NumberedProducer:
+        self._thread.start()
+        return self
+
+    def wait_for_acks(self, count: int, timeout_s: float = 30.0) -> None:
+        start = len(self.acked)
+        wait_for(f"{count} more acks", lambda: len(self.acked) >= start + count, timeout_s)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        remaining = self.producer.flush(90)
+        assert remaining == 0, f"{remaining} records still undelivered"
+
+
+def read_numbers(cluster: Cluster, topic: str, count: int) -> list[int]:
+    messages = confluent_consume(every_broker(cluster), topic, [0], count, timeout_s=60)
+    return [int(m.value) for m in messages if m.value is not None]

@@ -1,0 +1,103 @@
+"""Network and disk chaos inside the brokers (rlog chaos partition|heal|delay|disk), with the
+checks a Jepsen nemesis run makes: nothing acknowledged with acks=all is lost or duplicated."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from confluent_kafka import KafkaError, Producer
+
+from support.clients import confluent_consume
+from support.replication import (
+    CONFIG,
+    NumberedProducer,
+    create_replicated_topic,
+    partition_state,
+    read_numbers,
+    wait_for,
+)
+
+
+def produce_one(bootstrap: str, topic: str, acks: str = "all") -> KafkaError | None:
+    errors: list[KafkaError | None] = []
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "acks": acks, "retries": 0, "linger.ms": 0}
+    )
+    producer.produce(topic, value=b"x", on_delivery=lambda error, _: errors.append(error))
+    assert producer.flush(20) == 0
+    return errors[0]
+
+
+def test_an_isolated_leader_loses_no_acknowledged_record(cluster_factory) -> None:
+    cluster = cluster_factory(brokers=3, config_text=CONFIG)
+    topic = f"isolated-{uuid.uuid4().hex[:6]}"
+    create_replicated_topic(cluster, topic)
+    before = partition_state(cluster, topic)
+    leader = before["leader"]
+    first, second = (b for b in (1, 2, 3) if b != leader)
+    producer = NumberedProducer(
+        cluster, topic, **{"enable.idempotence": True, "request.timeout.ms": 3000}
+    ).start()
+    try:
+        producer.wait_for_acks(300)
+        # The leader loses the other brokers, the controller and its clients.
+        cluster.chaos_request(
+            {"op": "partition", "targets": [f"broker-{leader}", f"broker-{first}"], "clients": True}
+        )
+        cluster.chaos_request(
+            {"op": "partition", "targets": [f"broker-{leader}", f"broker-{second}"]}
+        )
+        cluster.chaos_request({"op": "partition", "targets": [f"broker-{leader}", "controller"]})
+        after = wait_for(
+            "the majority to elect a new leader",
+            lambda: (
+                (s := partition_state(cluster, topic, via=first))["leader"] in (first, second) and s
+            ),
+        )
+        assert after["leader_epoch"] > before["leader_epoch"]
+        producer.wait_for_acks(300, timeout_s=60)
+        cluster.chaos_request({"op": "heal"})
+        wait_for(
+            "the old leader to rejoin the ISR",
+            lambda: partition_state(cluster, topic, via=first)["isr"] == [1, 2, 3],
+            timeout_s=60,
+        )
+    finally:
+        producer.stop()
+    assert not producer.failed, producer.failed[:10]
+    numbers = read_numbers(cluster, topic, len(producer.acked))
+    missing = sorted(set(producer.acked) - set(numbers))
+    assert not missing, f"{len(missing)} acknowledged records lost: {missing[:20]}"
+    assert len(numbers) == len(set(numbers)), "duplicates despite idempotence"
+
+
+def test_a_full_disk_refuses_produce_but_serves_reads(cluster_factory) -> None:
+    cluster = cluster_factory(brokers=3, config_text=CONFIG)
+    topic = f"full-{uuid.uuid4().hex[:6]}"
+    create_replicated_topic(cluster, topic)
+    assert produce_one(cluster.bootstrap, topic) is None
+    leader = partition_state(cluster, topic)["leader"]
+    cluster.chaos_request({"op": "disk", "target": f"broker-{leader}", "state": "full"})
+    try:
+        error = produce_one(cluster.bootstrap, topic)
+        assert error is not None and error.code() == KafkaError.KAFKA_STORAGE_ERROR
+        (message,) = confluent_consume(cluster.bootstrap, topic, [0], 1, timeout_s=20)
+        assert message.value == b"x", "the acknowledged record is still served"
+    finally:
+        cluster.chaos_request({"op": "disk", "target": f"broker-{leader}", "state": "ok"})
+    assert produce_one(cluster.bootstrap, topic) is None
+    assert len(confluent_consume(cluster.bootstrap, topic, [0], 2, timeout_s=20)) == 2
+
+
+def test_a_delayed_broker_answers_late(cluster_factory) -> None:
+    cluster = cluster_factory(brokers=3, config_text=CONFIG)
+    topic = f"slow-{uuid.uuid4().hex[:6]}"
+    create_replicated_topic(cluster, topic)
+    leader = partition_state(cluster, topic)["leader"]
+    assert produce_one(cluster.bootstrap, topic, acks="1") is None  # connections made
+    cluster.chaos_request({"op": "delay", "target": f"broker-{leader}", "ms": 400})
+    started = time.monotonic()
+    assert produce_one(cluster.bootstrap, topic, acks="1") is None
+    assert time.monotonic() - started >= 0.4
+    cluster.chaos_request({"op": "delay", "target": f"broker-{leader}", "ms": 0})

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
+from rlog.cli import nemesis
 from rlog.cli.discovery import DataDirOption, control_request, settings_of
 from rlog.cli.terminal import CliError, ExitCode
 
@@ -175,3 +176,46 @@ def disk(
     """Break a broker's disk: full (appends fail with ENOSPC, so produce gets
     KAFKA_STORAGE_ERROR while reads go on), stall (every log write and fsync hangs), ok."""
     _chaos(ctx, {"op": "disk", "target": target, "state": state}, data_dir, json_out)
+
+
+@app.command()
+def schedule(
+    ctx: typer.Context,
+    seconds: Annotated[float, typer.Option("--seconds", help="How long the faults go on.")],
+    seed: Annotated[int, typer.Option("--seed", help="Decides the whole plan: replay with it.")],
+    brokers: Annotated[
+        int | None,
+        typer.Option("--brokers", help="Plan for this many brokers (default: the cluster's)."),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the plan; change nothing.")
+    ] = False,
+    data_dir: DataDirOption = None,
+) -> None:
+    """A random, reproducible sequence of faults, one at a time, each undone before the next
+    (kill, pause/resume, partition/heal, an isolated broker, delay, full or stalled disk);
+    everything is healed at the end. The same seed gives the same plan."""
+    settings = settings_of(ctx).override(data_dir=data_dir)
+    terminal = settings.terminal
+    if seconds <= 0:
+        raise CliError("--seconds must be positive", ExitCode.USAGE)
+    if brokers is None:
+        status = control_request(settings, {"op": "status"})
+        names = [b["name"] for b in status.get("brokers", [])]
+    else:
+        if brokers < 1:
+            raise CliError("--brokers must be at least 1", ExitCode.USAGE)
+        names = [f"broker-{i}" for i in range(1, brokers + 1)]
+    steps = nemesis.plan(seed, seconds, names)
+    if dry_run:
+        terminal.lines(step.describe() for step in steps)
+        return
+
+    def apply(request: dict[str, Any]) -> dict[str, Any]:
+        timeout_s = SLOW_OP_TIMEOUT_S if request["op"] == "restart" else settings.timeout_s + 10
+        return control_request(settings, request, timeout_s)
+
+    refused = nemesis.run(steps, apply, terminal.line)
+    terminal.note(
+        f"{len(steps)} steps from seed {seed}; {refused} refused; replay with --seed {seed}"
+    )

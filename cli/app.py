@@ -22,7 +22,7 @@ except ImportError:  # pragma: no cover - depends on the installed typer
     from click import exceptions as click_errors  # type: ignore[no-redef]
 
 from rlog import __version__
-from rlog.cli import bench, chaos, cluster, consume, events, manpages, produce, topic
+from rlog.cli import bench, chaos, cluster, config, consume, events, manpages, produce, topic
 from rlog.cli.discovery import ENV_BOOTSTRAP, ENV_DATA_DIR, Settings, default_data_dir
 from rlog.cli.terminal import CliError, ColorMode, ExitCode, Terminal, one_line
 
@@ -41,6 +41,7 @@ app.command("produce", no_args_is_help=True)(produce.produce)
 app.command("consume", no_args_is_help=True)(consume.consume)
 app.add_typer(bench.app, name="bench")
 app.add_typer(chaos.app, name="chaos")
+app.add_typer(config.app, name="config")
 app.command("events")(events.events)
 app.command("man")(manpages.man)
 

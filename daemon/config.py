@@ -76,6 +76,8 @@ _BROKER_KEYS: dict[str, tuple[str, type]] = {
     "leader.imbalance.check.interval.seconds": ("leader_imbalance_check_interval_seconds", int),
 }
 
+BROKER_KEYS = _BROKER_KEYS  # Kafka's name -> (attribute, type), for tools that edit the file
+
 _NEVER = 2**63 - 1
 
 

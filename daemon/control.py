@@ -43,7 +43,11 @@ PROCESS_OPS = ("kill", "terminate", "pause", "resume", "restart")
 # "target": "broker-N", "state": "stall|full|ok"}; the reply has "message", "changed" (the
 # brokers whose rules changed) and "faults" (every broker's rules now).
 CHAOS_OPS = ("partition", "heal", "delay", "disk")
-OPS = ("status", *PROCESS_OPS, *CHAOS_OPS)
+# {"op": "config"}: the config in force ("config": {"cluster": {...}, "broker": {...}}, "path",
+# "needs_restart"); {"op": "config_set", "key": K, "value": V}: K set in the config file and
+# applied as an edit of the file would be ("applied", "rlogd", "needs_restart").
+CONFIG_OPS = ("config", "config_set")
+OPS = ("status", *PROCESS_OPS, *CHAOS_OPS, *CONFIG_OPS)
 # Why a request failed: it was malformed or named an unknown op ("bad-request"), an unknown
 # process ("unknown-target"), the process is not in a state the op applies to ("refused"), or
 # rlogd itself failed ("internal").
@@ -71,6 +75,8 @@ class Controlled(Protocol):
     async def control(self, op: str, target: str) -> dict[str, Any]: ...
 
     async def chaos_request(self, op: str, request: dict[str, Any]) -> dict[str, Any]: ...
+
+    async def config_request(self, op: str, request: dict[str, Any]) -> dict[str, Any]: ...
 
 
 def socket_path(data_dir: Path) -> Path:
@@ -110,6 +116,8 @@ async def handle_request(target: Controlled, line: bytes) -> dict[str, Any]:
             return {"ok": True, **target.status_document()}
         if op in CHAOS_OPS:
             return {"ok": True, **(await target.chaos_request(op, request))}
+        if op in CONFIG_OPS:
+            return {"ok": True, **(await target.config_request(op, request))}
         name = request.get("target")
         if not isinstance(name, str) or not name:
             return _error(f"op {op!r} needs a 'target' (broker-N or controller)")

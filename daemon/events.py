@@ -43,6 +43,8 @@ PROCESS_KINDS = (
     "process_paused",
     "process_resumed",
     "chaos",  # links cut or healed, a delay, a full or stalled disk
+    "config_reloaded",  # an edit of the config file applied (or found to need a restart)
+    "config_rejected",  # an invalid edit: the running config stays
 )
 # What the controller records as metadata records are committed.
 METADATA_KINDS = (

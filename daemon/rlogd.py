@@ -38,8 +38,10 @@ from typing import Any
 import psutil
 
 from rlog.core.protocol.apis import ApiKey
+from rlog.daemon import config_reload
 from rlog.daemon.chaos import FAULTS_FILE, ChaosError, ChaosRules
-from rlog.daemon.config import ConfigError, RlogConfig, load_config
+from rlog.daemon.config import ConfigError, RlogConfig, load_config, parse_config
+from rlog.daemon.config_watch import ConfigWatcher
 from rlog.daemon.control import ControlError, ControlServer, socket_path
 from rlog.daemon.events import EventJournal, journal_path
 from rlog.daemon.exit_codes import ExitCode
@@ -63,6 +65,9 @@ CONTROLLER_START_WAIT_S = 30.0
 KILL_WAIT_S = 10.0
 # How often each process's CPU, memory and open files are sampled (and rlogd.json rewritten).
 STATS_INTERVAL_S = 1.0
+RELOAD_DEBOUNCE_S = 0.2  # an editor's save is a burst of events: reload once it is over
+DYNAMIC_CONFIG_TIMEOUT_S = 15.0  # the controller may be restarting
+RESOURCE_BROKER = 4  # IncrementalAlterConfigs: the broker resource ("" = cluster default)
 _PR_SET_PDEATHSIG = 1
 GAVE_UP = ("stopped", "failed")
 
@@ -257,6 +262,10 @@ class Supervisor:
             for i in range(1, cluster.brokers + 1)
         ]
         self.chaos = ChaosRules({broker.name: broker.data_dir for broker in self.brokers})
+        self.pending_restart: list[str] = []  # static keys edited since the start
+        self._reload_lock = asyncio.Lock()
+        self._reload_pending: asyncio.Future[None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
 
     @property
     def processes(self) -> list[SupervisedProcess]:
@@ -572,6 +581,151 @@ class Supervisor:
         self.journal.record("chaos", message, op=op, changed=changed, faults=faults)
         return {"op": op, "message": message, "changed": changed, "faults": faults}
 
+    # -- config: hot reload and rlog config get|set -------------------------------------------
+    def _background(self, coroutine: Any) -> None:
+        task = asyncio.create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _watch_config(self) -> ConfigWatcher | None:
+        """Reload on every edit of the config file (watchdog), debounced on the loop."""
+        if self.config_path is None:
+            return None
+        loop = asyncio.get_running_loop()
+
+        def edited() -> None:  # on watchdog's thread
+            loop.call_soon_threadsafe(self._schedule_reload)
+
+        watcher = ConfigWatcher(self.config_path, edited)
+        try:
+            watcher.start()
+        except OSError as error:
+            log.warning("not watching %s for edits: %s", self.config_path, error)
+            return None
+        return watcher
+
+    def _schedule_reload(self) -> None:
+        if self._reload_pending is not None and not self._reload_pending.done():
+            self._reload_pending.cancel()  # editors write in bursts: reload once they stop
+        self._reload_pending = asyncio.ensure_future(self._reload_after(RELOAD_DEBOUNCE_S))
+
+    async def _reload_after(self, delay_s: float) -> None:
+        await asyncio.sleep(delay_s)
+        await self.reload_config()
+
+    async def reload_config(self, text: str | None = None) -> dict[str, Any]:
+        """Apply the config file (or `text`, about to be written to it) to the running cluster:
+        dynamic keys through the controller, rlogd's own at once, static ones reported."""
+        assert self.config_path is not None
+        async with self._reload_lock:
+            source = str(self.config_path)
+            try:
+                if text is None:
+                    text = self.config_path.read_text()
+                edited = parse_config(text, source)
+            except (OSError, ConfigError) as error:
+                message = f"config edit rejected, the running config stays: {error}"
+                log.error("%s", message)
+                self.journal.record("config_rejected", message, path=source)
+                raise ControlError(message, "bad-request") from None
+            change = config_reload.changes(self.config, edited)
+            if change.dynamic:
+                problem = await self._push_dynamic(dict(change.dynamic))
+                if problem is not None:
+                    message = f"config edit not applied: the controller refused it: {problem}"
+                    self.journal.record("config_rejected", message, path=source)
+                    raise ControlError(message)
+            self.config = config_reload.applied(self.config, edited)
+            self.pending_restart = sorted(set(self.pending_restart) | set(change.static))
+            if not change.empty:
+                message = f"config reloaded: {change.describe()}"
+                log.info("%s", message)
+                self.journal.record(
+                    "config_reloaded",
+                    message,
+                    path=source,
+                    dynamic=change.dynamic,
+                    rlogd=change.rlogd,
+                    needs_restart=change.static,
+                )
+            self.write_status()
+            return {
+                "message": change.describe(),
+                "applied": change.dynamic,
+                "rlogd": change.rlogd,
+                "needs_restart": change.static,
+            }
+
+    async def _push_dynamic(self, configs: dict[str, str | None]) -> str | None:
+        """Set (or with None remove) cluster-wide dynamic configs at the controller; the
+        problem it reports, or None."""
+        body = {
+            "resources": [
+                {
+                    "resource_type": RESOURCE_BROKER,
+                    "resource_name": "",
+                    "configs": [
+                        {"name": name, "config_operation": 0 if value is not None else 1,
+                         "value": value}
+                        for name, value in configs.items()
+                    ],
+                }
+            ],
+            "validate_only": False,
+        }  # fmt: skip
+        client = KafkaClient(HOST, self.controller.port, client_id="rlogd")
+        deadline = time.monotonic() + DYNAMIC_CONFIG_TIMEOUT_S
+        try:
+            while True:
+                try:
+                    answer = await client.request(
+                        ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, body, timeout_s=5.0
+                    )
+                    break
+                except WireError as error:
+                    if time.monotonic() >= deadline:
+                        return f"the controller did not answer: {error}"
+                    await asyncio.sleep(0.5)
+        finally:
+            client.close()
+        (result,) = answer["responses"]
+        if result["error_code"] != 0:
+            return result.get("error_message") or f"error {result['error_code']}"
+        return None
+
+    async def _clear_stale_dynamic_configs(self) -> None:
+        """Brokers read the file at start: drop dynamic defaults an earlier run pushed."""
+        names = dict.fromkeys(config_reload.DYNAMIC_BROKER_KEYS.values())
+        problem = await self._push_dynamic(names)
+        if problem is not None:
+            log.warning("could not clear earlier dynamic configs: %s", problem)
+
+    async def config_request(self, op: str, request: dict[str, Any]) -> dict[str, Any]:
+        """config: what is in force; config_set: edit one key in the file and apply it."""
+        if op == "config":
+            return {
+                "path": str(self.config_path) if self.config_path else None,
+                "config": config_reload.as_tables(self.config),
+                "needs_restart": self.pending_restart,
+            }
+        if self.config_path is None:
+            raise ControlError(
+                "rlogd runs without a config file: start it with --config FILE to change "
+                "settings live"
+            )
+        key, value = request.get("key"), request.get("value")
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise ControlError("config_set needs 'key' and 'value' (strings)", "bad-request")
+        try:
+            text = config_reload.set_key(self.config_path.read_text(), key, value)
+        except (OSError, ConfigError) as error:
+            raise ControlError(f"not changed: {error}", "bad-request") from None
+        reply = await self.reload_config(text)  # validated and applied before it is written
+        temporary = self.config_path.with_name(self.config_path.name + ".rlog-tmp")
+        temporary.write_text(text)
+        os.replace(temporary, self.config_path)
+        return {"key": key, "value": value, **reply}
+
     # -- whole cluster ------------------------------------------------------------------------
     def _brokers_gave_up(self) -> bool:
         """Every broker is down for good and none by request: nothing left to supervise."""
@@ -649,6 +803,8 @@ class Supervisor:
             return ExitCode.FAILURE
         for broker in self.brokers:
             self._start_supervising(broker)
+        self._background(self._clear_stale_dynamic_configs())
+        watcher = self._watch_config()
         # Run until asked to stop, or until the policy gave up on every broker.
         while not stop.is_set() and not self._brokers_gave_up():
             self.changed.clear()
@@ -656,6 +812,8 @@ class Supervisor:
             await asyncio.wait({stopping, changed}, return_when=asyncio.FIRST_COMPLETED)
             changed.cancel()
         stopping.cancel()
+        if watcher is not None:
+            watcher.stop()
         if stop.is_set():
             return ExitCode.OK
         failed = any(b.state == "failed" or b.last_exit == ExitCode.CONFIG for b in self.brokers)

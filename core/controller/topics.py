@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rlog.core import limits
 from rlog.core.controller.api import (
@@ -24,6 +24,7 @@ from rlog.core.controller.partitions import elect_offline_partitions
 from rlog.core.controller.placement import assign_replicas, placement_seed
 from rlog.core.controller.state import UNCLEAN_LEADER_ELECTION_KEY, ControllerState
 from rlog.core.controller.validation import (
+    BROKER_CONFIG_SYNONYMS,
     cluster_configs_problem,
     manual_assignment_problem,
     topic_configs_problem,
@@ -264,6 +265,8 @@ def handle_alter_configs(
                 "empty name",
             )
         current, record_type, name = state.image.cluster_configs, "cluster", ""
+        changes = {BROKER_CONFIG_SYNONYMS.get(k, k): v for k, v in request.changes.items()}
+        request = replace(request, changes=changes)
         problem = cluster_configs_problem(request.changes)
     else:
         return ErrorResponse(

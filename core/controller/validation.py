@@ -6,7 +6,7 @@ Each returns a message for the client (the world's mistake), or None when the in
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from rlog.core.controller.state import MIN_INSYNC_REPLICAS_KEY, UNCLEAN_LEADER_ELECTION_KEY
 from rlog.core.metadata.log_store import METADATA_TOPIC
@@ -61,9 +61,45 @@ REPLICATION_CONFIG_CHECKS = {
     MIN_INSYNC_REPLICAS_KEY: _min_insync_replicas_problem,
     UNCLEAN_LEADER_ELECTION_KEY: _boolean_problem,
 }
-# The cluster-wide dynamic defaults AlterConfigs may set.
-CLUSTER_DYNAMIC_CONFIGS = frozenset(REPLICATION_CONFIG_CHECKS)
-assert not CLUSTER_DYNAMIC_CONFIGS & LOG_CONFIG_NAMES
+REPLICA_LAG_TIME_MAX_KEY = "replica.lag.time.max.ms"
+
+
+def _replica_lag_problem(text: str) -> str | None:
+    if not _INTEGER.fullmatch(text.strip()) or int(text.strip()) < 0:
+        return f"Invalid value {text} for configuration {REPLICA_LAG_TIME_MAX_KEY}: must be >= 0"
+    return None
+
+
+def _log_config_problem(key: str) -> Callable[[str], str | None]:
+    def problem(text: str) -> str | None:
+        try:
+            LogConfig.from_kafka_properties({key: text})
+        except ValueError as error:
+            return str(error)
+        return None
+
+    return problem
+
+
+# The cluster-wide dynamic defaults AlterConfigs may set (resource "broker", name ""): topic
+# configs' defaults, under the topic configs' names, and the replicas' lag time. A topic's own
+# config beats them, and they beat the static [broker] table.
+CLUSTER_DYNAMIC_CHECKS: dict[str, Callable[[str], str | None]] = {
+    **REPLICATION_CONFIG_CHECKS,
+    REPLICA_LAG_TIME_MAX_KEY: _replica_lag_problem,
+    **{
+        key: _log_config_problem(key)
+        for key in ("retention.ms", "retention.bytes", "flush.messages", "flush.ms")
+    },
+}
+CLUSTER_DYNAMIC_CONFIGS = frozenset(CLUSTER_DYNAMIC_CHECKS)
+# Kafka's broker-level names of the same defaults, as kafka-configs --entity-default sends them.
+BROKER_CONFIG_SYNONYMS = {
+    "log.retention.ms": "retention.ms",
+    "log.retention.bytes": "retention.bytes",
+    "log.flush.interval.messages": "flush.messages",
+    "log.flush.interval.ms": "flush.ms",
+}
 
 
 TOPIC_CONFIG_NAMES = LOG_CONFIG_NAMES | REPLICATION_CONFIG_CHECKS.keys()
@@ -106,7 +142,7 @@ def cluster_configs_problem(configs: Mapping[str, str | None]) -> str | None:
                 sorted(CLUSTER_DYNAMIC_CONFIGS)
             )
         if value is not None:
-            problem = REPLICATION_CONFIG_CHECKS[key](value)
+            problem = CLUSTER_DYNAMIC_CHECKS[key](value)
             if problem is not None:
                 return problem
     return None

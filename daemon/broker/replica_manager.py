@@ -48,6 +48,7 @@ HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"  # Kafka's name
 PARTITION_METADATA = "partition.metadata"  # Kafka's name: the topic id a partition dir holds
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
 UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
+REPLICA_LAG_TIME_MAX = "replica.lag.time.max.ms"
 
 # Sends a leader's ISR proposal to the controller and returns its answer (an error if lost).
 AlterPartitionSender = Callable[[ProposeIsr], Awaitable[AlterPartitionResponse]]
@@ -211,12 +212,14 @@ class ReplicaManager:
         return self._log_config(image, topic)
 
     def replica_config(self, image: MetadataImage, topic: str) -> ReplicaConfig:
+        """The topic's config, else the cluster's dynamic default, else the static [broker]."""
         settings = self.settings
         min_insync = image.topic_config(topic, MIN_INSYNC_REPLICAS, "")
         unclean = image.topic_config(topic, UNCLEAN_LEADER_ELECTION, "")
+        lag_ms = image.cluster_configs.get(REPLICA_LAG_TIME_MAX, "")
         return ReplicaConfig(
             min_insync_replicas=int(min_insync) if min_insync else settings.min_insync_replicas,
-            replica_lag_time_max_ms=settings.replica_lag_time_max_ms,
+            replica_lag_time_max_ms=int(lag_ms) if lag_ms else settings.replica_lag_time_max_ms,
             unclean_leader_election_enable=(
                 unclean == "true" if unclean else settings.unclean_leader_election_enable
             ),

@@ -763,7 +763,10 @@ ALTER_CONFIG_CASES = [
     ("topic", "nope", {"retention.ms": "1"}, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, 0),
     ("broker", "", {"unclean.leader.election.enable": "true"}, ErrorCode.NONE, 1),
     ("broker", "", {"min.insync.replicas": "x"}, ErrorCode.INVALID_CONFIG, 0),
-    ("broker", "", {"log.retention.ms": "1"}, ErrorCode.INVALID_CONFIG, 0),
+    ("broker", "", {"log.retention.ms": "1"}, ErrorCode.NONE, 1),  # Kafka's name of retention.ms
+    ("broker", "", {"replica.lag.time.max.ms": "5000"}, ErrorCode.NONE, 1),
+    ("broker", "", {"retention.ms": "soon"}, ErrorCode.INVALID_CONFIG, 0),
+    ("broker", "", {"segment.bytes": "1048576"}, ErrorCode.INVALID_CONFIG, 0),  # static
     ("broker", "1", {"min.insync.replicas": "2"}, ErrorCode.INVALID_REQUEST, 0),
     ("group", "g", {"x": "y"}, ErrorCode.INVALID_REQUEST, 0),
 ]

@@ -118,6 +118,11 @@ def _broker_rows(state: ClusterState) -> list[list[str]]:
     return [[str(b.id), b.state, b.address] for b in state.brokers]
 
 
+PROCESS_COLUMNS = [
+    "NAME", "ROLE", "ADDRESS", "PID", "STATE", "CPU%", "RSS", "UPTIME", "RESTARTS", "ANSWERS"
+]  # fmt: skip
+
+
 def _process_rows(state: ClusterState, answers: Sequence[bool]) -> list[list[str]]:
     """``rlog cluster status``'s table: the controller, then each broker."""
     return [
@@ -127,11 +132,24 @@ def _process_rows(state: ClusterState, answers: Sequence[bool]) -> list[list[str
             p.address,
             str(p.pid) if p.pid else "-",
             p.state,
+            f"{p.cpu_percent:.0f}" if p.cpu_percent is not None else "-",
+            f"{p.rss_bytes / 2**20:.0f}M" if p.rss_bytes is not None else "-",
+            _duration(p.uptime_s),
             str(p.restarts),
             "yes" if answers[i] else "no",
         ]
         for i, p in enumerate(state.processes)
     ]
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.0f}h"
 
 
 def _process_json(process: BrokerState, answers: bool) -> dict[str, object]:
@@ -143,6 +161,9 @@ def _process_json(process: BrokerState, answers: bool) -> dict[str, object]:
         "pid": process.pid,
         "address": process.address,
         "restarts": process.restarts,
+        "cpu_percent": process.cpu_percent,
+        "rss_bytes": process.rss_bytes,
+        "uptime_s": process.uptime_s,
         "answers": answers,
     }
 
@@ -417,7 +438,7 @@ def status(
             f"rlogd pid {state.pid}, cluster id {state.cluster_id or '-'}, data dir {data_dir}"
         )
         terminal.table(
-            ["NAME", "ROLE", "ADDRESS", "PID", "STATE", "RESTARTS", "ANSWERS"],
+            PROCESS_COLUMNS,
             _process_rows(state, answers),
             colors=STATE_COLORS,
         )

@@ -109,6 +109,9 @@ class BrokerState:
     log: str | None = None  # the process's own log file, where rlogd sends its output
     role: str = "broker"
     restarts: int = 0
+    cpu_percent: float | None = None  # rlogd's psutil sample, None when not running
+    rss_bytes: int | None = None
+    uptime_s: float | None = None
 
     @property
     def address(self) -> str:
@@ -153,7 +156,14 @@ def _process_state(entry: dict[str, Any], role: str) -> BrokerState:
         log=str(entry["log"]) if entry.get("log") else None,
         role=str(entry.get("role") or role),
         restarts=int(entry.get("restarts") or 0),
+        cpu_percent=_number(entry.get("cpu_percent")),
+        rss_bytes=int(entry["rss_bytes"]) if entry.get("rss_bytes") is not None else None,
+        uptime_s=_number(entry.get("uptime_s")),
     )
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
 
 
 def read_cluster_state(data_dir: Path) -> ClusterState | None:

@@ -3,6 +3,9 @@ checks a Jepsen nemesis run makes: nothing acknowledged with acks=all is lost or
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 import uuid
 
@@ -101,3 +104,27 @@ def test_a_delayed_broker_answers_late(cluster_factory) -> None:
     assert produce_one(cluster.bootstrap, topic, acks="1") is None
     assert time.monotonic() - started >= 0.4
     cluster.chaos_request({"op": "delay", "target": f"broker-{leader}", "ms": 0})
+
+
+def test_the_cli_cuts_heals_and_refuses_unknown_names(cluster_factory) -> None:
+    cluster = cluster_factory(brokers=2)
+
+    def rlog(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "rlog.cli.app", "--data-dir", str(cluster.data_dir)]
+        return subprocess.run([*command, *args], capture_output=True, text=True, timeout=60)
+
+    cut = rlog("chaos", "partition", "broker-1", "broker-2", "--clients", "--json")
+    assert cut.returncode == 0, cut.stderr
+    assert json.loads(cut.stdout)["faults"] == {
+        "broker-1": {"cut": ["broker-2", "clients"], "delay_ms": 0, "disk": "ok"},
+        "broker-2": {"cut": ["broker-1"], "delay_ms": 0, "disk": "ok"},
+    }
+    rules = json.loads((cluster.data_dir / "broker-1" / "faults.json").read_text())
+    assert rules["cut"] == ["broker-2", "clients"]
+    unknown = rlog("chaos", "partition", "broker-1", "broker-9")
+    assert unknown.returncode == 5 and "unknown process 'broker-9'" in unknown.stderr
+    bad = rlog("chaos", "disk", "broker-1", "melted")
+    assert bad.returncode != 0 and "disk state must be one of" in bad.stderr
+    healed = rlog("chaos", "heal")
+    assert healed.returncode == 0 and "healed" in healed.stdout
+    assert json.loads((cluster.data_dir / "broker-1" / "faults.json").read_text())["cut"] == []

@@ -102,12 +102,28 @@ def watermarks(
     consumer: Consumer, keys: list[TopicPartitionKey]
 ) -> dict[TopicPartitionKey, tuple[int, int]]:
     """(log start offset, high watermark) for each topic-partition, asked of the broker."""
-    return {
-        key: consumer.get_watermark_offsets(
-            TopicPartition(*key), timeout=REQUEST_TIMEOUT_S, cached=False
-        )
-        for key in keys
-    }
+    return {key: _watermark(consumer, key) for key in keys}
+
+
+# Errors a leader change causes; librdkafka refreshes metadata, so asking again finds the leader.
+_RETRIABLE = {"NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE", "_TRANSPORT", "_TIMED_OUT"}
+
+
+def _watermark(consumer: Consumer, key: TopicPartitionKey) -> tuple[int, int]:
+    import time
+
+    from confluent_kafka import KafkaException
+
+    deadline = time.monotonic() + 30.0
+    while True:
+        try:
+            return consumer.get_watermark_offsets(
+                TopicPartition(*key), timeout=REQUEST_TIMEOUT_S, cached=False
+            )
+        except KafkaException as error:
+            if error.args[0].name() not in _RETRIABLE or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def offsets_for_timestamp(

@@ -6,10 +6,12 @@ it and the connection refuses anything outside it. Add an API here when its hand
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import IntEnum
 from functools import cache
 from typing import Any
 
+from .errors import ErrorCode
 from .schema import load_message
 
 
@@ -131,3 +133,22 @@ def api_versions_entries(only: ApiKey | None = None) -> list[dict[str, Any]]:
         for key, (low, high) in sorted(SUPPORTED.items())
         if only is None or key == only
     ]
+
+
+def api_versions_body(
+    table: Mapping[ApiKey, tuple[int, int]], *, unsupported: bool
+) -> dict[str, Any]:
+    """The ApiVersions answer of a server with this table; for a version above its range, the
+    error-35 body listing only ApiVersions' own range (read as v0 by every client)."""
+    if unsupported:
+        low, high = table[ApiKey.API_VERSIONS]
+        entry = {"api_key": ApiKey.API_VERSIONS, "min_version": low, "max_version": high}
+        return {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": [entry]}
+    return {
+        "error_code": ErrorCode.NONE,
+        "api_keys": [
+            {"api_key": key, "min_version": low, "max_version": high}
+            for key, (low, high) in sorted(table.items())
+        ],
+        "throttle_time_ms": 0,
+    }

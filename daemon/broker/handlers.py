@@ -18,13 +18,14 @@ from typing import Any
 from rlog.core import limits
 from rlog.core.controller.validation import topic_name_problem
 from rlog.core.metadata.image import MetadataImage
-from rlog.core.protocol.apis import SUPPORTED, ApiKey
+from rlog.core.protocol.apis import SUPPORTED, ApiKey, api_versions_body
 from rlog.core.protocol.connection import Request
 from rlog.core.protocol.errors import ErrorCode
 from rlog.core.replication import NO_EPOCH
 from rlog.daemon.broker.controller_link import ControllerLink
 from rlog.daemon.broker.producer_ids import ProducerIdAllocator
 from rlog.daemon.broker.replica_manager import ReplicaManager, now_ms
+from rlog.daemon.error_answers import error_answer
 from rlog.daemon.wire import WireError
 
 log = logging.getLogger(__name__)
@@ -75,8 +76,8 @@ class Handlers:
             ApiKey.LIST_OFFSETS: self.list_offsets,
             ApiKey.CREATE_TOPICS: self.create_topics,
             ApiKey.DELETE_TOPICS: self.delete_topics,
-            ApiKey.CREATE_PARTITIONS: self.create_partitions,
-            ApiKey.ELECT_LEADERS: self.elect_leaders,
+            ApiKey.CREATE_PARTITIONS: self._forward,
+            ApiKey.ELECT_LEADERS: self._forward,
             ApiKey.DESCRIBE_CONFIGS: self.describe_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self.incremental_alter_configs,
             ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
@@ -94,22 +95,7 @@ class Handlers:
 
     # -- ApiVersions -----------------------------------------------------------------------
     async def api_versions(self, request: Request) -> Body:
-        if request.unsupported_version:
-            low, high = SUPPORTED[ApiKey.API_VERSIONS]
-            return {
-                "error_code": ErrorCode.UNSUPPORTED_VERSION,
-                "api_keys": [
-                    {"api_key": ApiKey.API_VERSIONS, "min_version": low, "max_version": high}
-                ],
-            }
-        return {
-            "error_code": ErrorCode.NONE,
-            "api_keys": [
-                {"api_key": key, "min_version": low, "max_version": high}
-                for key, (low, high) in sorted(SUPPORTED.items())
-            ],
-            "throttle_time_ms": 0,
-        }
+        return api_versions_body(SUPPORTED, unsupported=request.unsupported_version)
 
     # -- Metadata --------------------------------------------------------------------------
     async def metadata(self, request: Request) -> Body:
@@ -453,7 +439,8 @@ class Handlers:
     def _controller_timeout_s(self) -> float:
         return self.settings.replica_socket_timeout_ms / 1000
 
-    async def _forward(self, request: Request) -> Body | None:
+    async def _forward(self, request: Request) -> Body:
+        """The controller's answer, or REQUEST_TIMED_OUT on everything the request named."""
         try:
             return await self.link.forward(
                 ApiKey(request.api_key),
@@ -463,19 +450,10 @@ class Handlers:
             )
         except WireError as error:
             log.warning("forwarding %s to the controller: %s", ApiKey(request.api_key).name, error)
-            return None
+            return error_answer(request, ErrorCode.REQUEST_TIMED_OUT)
 
     async def create_topics(self, request: Request) -> Body:
         answer = await self._forward(request)
-        if answer is None:
-            return {
-                "throttle_time_ms": 0,
-                "topics": [
-                    {"name": t["name"], "error_code": ErrorCode.REQUEST_TIMED_OUT,
-                     "error_message": "the controller did not answer"}
-                    for t in request.body["topics"]
-                ],
-            }  # fmt: skip
         if not request.body.get("validate_only", False):
             created = [t["name"] for t in answer["topics"] if t["error_code"] == ErrorCode.NONE]
             wait_s = min(TOPIC_PROPAGATION_WAIT_S, max(0, request.body["timeout_ms"]) / 1000)
@@ -486,14 +464,6 @@ class Handlers:
 
     async def delete_topics(self, request: Request) -> Body:
         answer = await self._forward(request)
-        if answer is None:
-            return {
-                "throttle_time_ms": 0,
-                "responses": [
-                    {"name": name, "error_code": ErrorCode.REQUEST_TIMED_OUT}
-                    for name in request.body["topic_names"]
-                ],
-            }
         deleted = [r["name"] for r in answer["responses"] if r["error_code"] == ErrorCode.NONE]
         await self.link.wait_for_image(
             lambda image: not any(name in image.topics for name in deleted),
@@ -501,42 +471,9 @@ class Handlers:
         )
         return answer
 
-    async def create_partitions(self, request: Request) -> Body:
-        answer = await self._forward(request)
-        if answer is None:
-            return {
-                "throttle_time_ms": 0,
-                "results": [
-                    {"name": t["name"], "error_code": ErrorCode.REQUEST_TIMED_OUT,
-                     "error_message": "the controller did not answer"}
-                    for t in request.body["topics"]
-                ],
-            }  # fmt: skip
-        return answer
-
-    async def elect_leaders(self, request: Request) -> Body:
-        answer = await self._forward(request)
-        if answer is None:
-            return {
-                "throttle_time_ms": 0,
-                "error_code": ErrorCode.REQUEST_TIMED_OUT,
-                "replica_election_results": [],
-            }
-        return answer
-
     async def incremental_alter_configs(self, request: Request) -> Body:
         before = self.image.last_offset
         answer = await self._forward(request)
-        if answer is None:
-            return {
-                "throttle_time_ms": 0,
-                "responses": [
-                    {"error_code": ErrorCode.REQUEST_TIMED_OUT,
-                     "error_message": "the controller did not answer",
-                     "resource_type": r["resource_type"], "resource_name": r["resource_name"]}
-                    for r in request.body["resources"]
-                ],
-            }  # fmt: skip
         # Like CreateTopics: the next DescribeConfigs here should show the change, which the
         # controller committed before it answered.
         changed = any(r["error_code"] == ErrorCode.NONE for r in answer["responses"])

@@ -28,13 +28,13 @@ from rlog.core.controller import (
     RegisterBrokerResponse,
 )
 from rlog.core.metadata.log_store import METADATA_PARTITION, METADATA_TOPIC
-from rlog.core.protocol.apis import CONTROLLER_SUPPORTED, ApiKey
+from rlog.core.protocol.apis import CONTROLLER_SUPPORTED, ApiKey, api_versions_body
 from rlog.core.protocol.connection import Request
 from rlog.core.protocol.errors import ErrorCode
 from rlog.core.storage.log import OffsetOutOfRangeError
 from rlog.daemon.controller import admin
-from rlog.daemon.controller.errors import error_answer
 from rlog.daemon.controller.service import ControllerFailed, ControllerService
+from rlog.daemon.error_answers import error_answer
 
 log = logging.getLogger("rlog.controller")
 
@@ -76,22 +76,7 @@ class Handlers:
 
     # -- ApiVersions -----------------------------------------------------------------------
     async def api_versions(self, request: Request) -> Body:
-        if request.unsupported_version:
-            low, high = CONTROLLER_SUPPORTED[ApiKey.API_VERSIONS]
-            return {
-                "error_code": ErrorCode.UNSUPPORTED_VERSION,
-                "api_keys": [
-                    {"api_key": ApiKey.API_VERSIONS, "min_version": low, "max_version": high}
-                ],
-            }
-        return {
-            "error_code": ErrorCode.NONE,
-            "api_keys": [
-                {"api_key": key, "min_version": low, "max_version": high}
-                for key, (low, high) in sorted(CONTROLLER_SUPPORTED.items())
-            ],
-            "throttle_time_ms": 0,
-        }
+        return api_versions_body(CONTROLLER_SUPPORTED, unsupported=request.unsupported_version)
 
     # -- BrokerRegistration ----------------------------------------------------------------
     async def broker_registration(self, request: Request) -> Body:

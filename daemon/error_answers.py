@@ -1,4 +1,4 @@
-"""An error answer for any request the controller serves, in the shape its API expects: every
+"""An error answer for any admin or controller request, in the shape its API expects: every
 topic, partition or resource the request named gets the error code.
 """
 

@@ -33,20 +33,23 @@ TargetArgument = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Print rlogd's reply as JSON.")]
 
 
-def _apply(ctx: typer.Context, op: str, target: str, data_dir: Any, json_out: bool) -> None:
+def _apply(ctx: typer.Context, request: dict[str, Any], data_dir: Any, json_out: bool) -> None:
+    """Send one control request to rlogd and print its one-line answer (or its reply as JSON)."""
     settings = settings_of(ctx).override(data_dir=data_dir)
+    op = request["op"]
     if op in ("terminate", "restart"):
         timeout_s = max(settings.timeout_s, SLOW_OP_TIMEOUT_S)
     else:
         timeout_s = settings.timeout_s + QUICK_OP_EXTRA_S
-    reply = control_request(settings, {"op": op, "target": target}, timeout_s)
+    label = f"{op} {request['target']}" if "target" in request else op
+    reply = control_request(settings, request, timeout_s)
     if not reply.get("ok"):
         code = ExitCode.NOT_FOUND if reply.get("reason") == "unknown-target" else ExitCode.FAILURE
-        raise CliError(f"{op} {target}: {reply.get('error') or 'refused by rlogd'}", code)
+        raise CliError(f"{label}: {reply.get('error') or 'refused by rlogd'}", code)
     if json_out:
         settings.terminal.json(reply)
     else:
-        settings.terminal.line(str(reply.get("message") or f"{op} {target}: done"))
+        settings.terminal.line(str(reply.get("message") or f"{label}: done"))
 
 
 @app.command(no_args_is_help=True)
@@ -58,7 +61,7 @@ def kill(
 ) -> None:
     """SIGKILL the process, as a crash: the restart policy then applies (on-failure and always
     restart it after the backoff)."""
-    _apply(ctx, "kill", target, data_dir, json_out)
+    _apply(ctx, {"op": "kill", "target": target}, data_dir, json_out)
 
 
 @app.command(no_args_is_help=True)
@@ -70,7 +73,7 @@ def terminate(
 ) -> None:
     """SIGTERM the process and wait for it to exit (SIGKILL after shutdown_timeout_ms): a clean
     stop, which the on-failure policy leaves stopped until rlog chaos restart."""
-    _apply(ctx, "terminate", target, data_dir, json_out)
+    _apply(ctx, {"op": "terminate", "target": target}, data_dir, json_out)
 
 
 @app.command(no_args_is_help=True)
@@ -81,7 +84,7 @@ def pause(
     json_out: JsonOption = False,
 ) -> None:
     """SIGSTOP the process: it holds its connections but answers nothing until resumed."""
-    _apply(ctx, "pause", target, data_dir, json_out)
+    _apply(ctx, {"op": "pause", "target": target}, data_dir, json_out)
 
 
 @app.command(no_args_is_help=True)
@@ -92,7 +95,7 @@ def resume(
     json_out: JsonOption = False,
 ) -> None:
     """SIGCONT a paused process."""
-    _apply(ctx, "resume", target, data_dir, json_out)
+    _apply(ctx, {"op": "resume", "target": target}, data_dir, json_out)
 
 
 @app.command(no_args_is_help=True)
@@ -104,23 +107,10 @@ def restart(
 ) -> None:
     """Stop the process cleanly (resuming it first if paused) and start it again now, whatever
     the restart policy; a stopped process is just started."""
-    _apply(ctx, "restart", target, data_dir, json_out)
+    _apply(ctx, {"op": "restart", "target": target}, data_dir, json_out)
 
 
 # ---- network and disk ----
-
-
-def _chaos(ctx: typer.Context, request: dict[str, Any], data_dir: Any, json_out: bool) -> None:
-    settings = settings_of(ctx).override(data_dir=data_dir)
-    reply = control_request(settings, request, settings.timeout_s + QUICK_OP_EXTRA_S)
-    op = request["op"]
-    if not reply.get("ok"):
-        code = ExitCode.NOT_FOUND if reply.get("reason") == "unknown-target" else ExitCode.FAILURE
-        raise CliError(f"{op}: {reply.get('error') or 'refused by rlogd'}", code)
-    if json_out:
-        settings.terminal.json(reply)
-    else:
-        settings.terminal.line(str(reply.get("message") or f"{op}: done"))
 
 
 @app.command(no_args_is_help=True)
@@ -141,13 +131,13 @@ def partition(
     """Cut the network links between these processes, both ways, inside the brokers' network
     layer (requests from a cut peer close their connection; requests to it fail), until
     rlog chaos heal. The cut outlives a restart of the broker."""
-    _chaos(ctx, {"op": "partition", "targets": targets, "clients": clients}, data_dir, json_out)
+    _apply(ctx, {"op": "partition", "targets": targets, "clients": clients}, data_dir, json_out)
 
 
 @app.command()
 def heal(ctx: typer.Context, data_dir: DataDirOption = None, json_out: JsonOption = False) -> None:
     """Undo every partition, delay and disk fault."""
-    _chaos(ctx, {"op": "heal"}, data_dir, json_out)
+    _apply(ctx, {"op": "heal"}, data_dir, json_out)
 
 
 @app.command(no_args_is_help=True)
@@ -159,7 +149,7 @@ def delay(
     json_out: JsonOption = False,
 ) -> None:
     """Make a broker slow: every request it receives or sends waits MS first (0 undoes it)."""
-    _chaos(ctx, {"op": "delay", "target": target, "ms": ms}, data_dir, json_out)
+    _apply(ctx, {"op": "delay", "target": target, "ms": ms}, data_dir, json_out)
 
 
 @app.command(no_args_is_help=True)
@@ -175,7 +165,7 @@ def disk(
 ) -> None:
     """Break a broker's disk: full (appends fail with ENOSPC, so produce gets
     KAFKA_STORAGE_ERROR while reads go on), stall (every log write and fsync hangs), ok."""
-    _chaos(ctx, {"op": "disk", "target": target, "state": state}, data_dir, json_out)
+    _apply(ctx, {"op": "disk", "target": target, "state": state}, data_dir, json_out)
 
 
 @app.command()

@@ -13,8 +13,19 @@ from rlog.core.protocol.connection import Request
 Body = dict[str, Any]
 
 
-def _fetch_partition(index: int, code: int) -> Body:
-    return {"partition_index": index, "error_code": code, "high_watermark": -1, "records": b""}
+def empty_fetch_partition(index: int, code: int = 0) -> Body:
+    """A Fetch answer for one partition with no records (the starting point of every answer)."""
+    return {
+        "partition_index": index,
+        "error_code": code,
+        "high_watermark": -1,
+        "last_stable_offset": -1,
+        "log_start_offset": -1,
+        "aborted_transactions": [],
+        "preferred_read_replica": -1,
+        # Empty, not null: librdkafka rejects a null record set as a protocol error.
+        "records": b"",
+    }
 
 
 def _fetch(body: Body, code: int) -> Body:
@@ -25,7 +36,9 @@ def _fetch(body: Body, code: int) -> Body:
         "responses": [
             {
                 "topic": topic["topic"],
-                "partitions": [_fetch_partition(p["partition"], code) for p in topic["partitions"]],
+                "partitions": [
+                    empty_fetch_partition(p["partition"], code) for p in topic["partitions"]
+                ],
             }
             for topic in body["topics"]
         ],

@@ -25,7 +25,7 @@ from rlog.core.replication import NO_EPOCH
 from rlog.daemon.broker.controller_link import ControllerLink
 from rlog.daemon.broker.producer_ids import ProducerIdAllocator
 from rlog.daemon.broker.replica_manager import ReplicaManager, now_ms
-from rlog.daemon.error_answers import error_answer
+from rlog.daemon.error_answers import empty_fetch_partition, error_answer
 from rlog.daemon.wire import WireError
 
 log = logging.getLogger(__name__)
@@ -330,17 +330,7 @@ class Handlers:
         self, topic: str, request: Body, replica_id: int, max_bytes: int, *, min_one_batch: bool
     ) -> Body:
         index = request["partition"]
-        answer: Body = {
-            "partition_index": index,
-            "error_code": ErrorCode.NONE,
-            "high_watermark": -1,
-            "last_stable_offset": -1,
-            "log_start_offset": -1,
-            "aborted_transactions": [],
-            "preferred_read_replica": -1,
-            # Empty, not null: librdkafka rejects a null record set as a protocol error.
-            "records": b"",
-        }
+        answer = empty_fetch_partition(index)
         replica = self.replicas.replica(topic, index)
         if replica is None:
             code = (

@@ -34,7 +34,7 @@ from rlog.core.protocol.errors import ErrorCode
 from rlog.core.storage.log import OffsetOutOfRangeError
 from rlog.daemon.controller import admin
 from rlog.daemon.controller.service import ControllerFailed, ControllerService
-from rlog.daemon.error_answers import error_answer
+from rlog.daemon.error_answers import empty_fetch_partition, error_answer
 
 log = logging.getLogger("rlog.controller")
 
@@ -247,16 +247,7 @@ class Handlers:
         self, topic: str, wanted: Body, max_bytes: int, *, min_one_batch: bool
     ) -> Body:
         index = wanted["partition"]
-        answer: Body = {
-            "partition_index": index,
-            "error_code": ErrorCode.NONE,
-            "high_watermark": -1,
-            "last_stable_offset": -1,
-            "log_start_offset": -1,
-            "aborted_transactions": [],
-            "preferred_read_replica": -1,
-            "records": b"",  # empty, not null: librdkafka rejects a null record set
-        }
+        answer = empty_fetch_partition(index)
         if topic != METADATA_TOPIC or index != METADATA_PARTITION:
             return answer | {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
         metadata_log = self.service.log

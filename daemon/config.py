@@ -74,6 +74,15 @@ _BROKER_KEYS: dict[str, tuple[str, type]] = {
     "broker.heartbeat.interval.ms": ("broker_heartbeat_interval_ms", int),
     "auto.leader.rebalance.enable": ("auto_leader_rebalance_enable", bool),
     "leader.imbalance.check.interval.seconds": ("leader_imbalance_check_interval_seconds", int),
+    # Consumer groups: the coordinator and its internal topic, __consumer_offsets.
+    "offsets.topic.num.partitions": ("offsets_topic_num_partitions", int),
+    "offsets.topic.replication.factor": ("offsets_topic_replication_factor", int),
+    "offsets.topic.segment.bytes": ("offsets_topic_segment_bytes", int),
+    "offset.metadata.max.bytes": ("offset_metadata_max_bytes", int),
+    "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", int),
+    "group.min.session.timeout.ms": ("group_min_session_timeout_ms", int),
+    "group.max.session.timeout.ms": ("group_max_session_timeout_ms", int),
+    "group.max.size": ("group_max_size", int),
 }
 
 BROKER_KEYS = _BROKER_KEYS  # Kafka's name -> (attribute, type), for tools that edit the file
@@ -112,6 +121,16 @@ class BrokerSettings:
     broker_heartbeat_interval_ms: int = 2_000
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_seconds: int = 300
+    # Kafka's default is 50 partitions; every broker of an rlog cluster shares one machine, so
+    # rlog takes Redpanda's smaller default. The replication factor is capped by the brokers.
+    offsets_topic_num_partitions: int = 16
+    offsets_topic_replication_factor: int = 3
+    offsets_topic_segment_bytes: int = 100 * 1024 * 1024
+    offset_metadata_max_bytes: int = 4096
+    group_initial_rebalance_delay_ms: int = 3_000
+    group_min_session_timeout_ms: int = 6_000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_max_size: int = 2**31 - 1
 
     def to_kafka_properties(self) -> dict[str, str]:
         """These settings under Kafka's names, as DescribeConfigs shows them."""
@@ -210,6 +229,10 @@ def broker_settings(table: dict[str, Any]) -> BrokerSettings:
         "broker.session.timeout.ms",
         "broker.heartbeat.interval.ms",
         "leader.imbalance.check.interval.seconds",
+        "offsets.topic.num.partitions",
+        "offsets.topic.replication.factor",
+        "group.min.session.timeout.ms",
+        "group.max.size",
     ):
         if getattr(settings, _BROKER_KEYS[key][0]) < 1:
             raise ConfigError(f"[broker] {key}: must be at least 1")
@@ -218,12 +241,18 @@ def broker_settings(table: dict[str, Any]) -> BrokerSettings:
         "replica.fetch.wait.max.ms",
         "replica.fetch.backoff.ms",
         "replica.socket.timeout.ms",
+        "offset.metadata.max.bytes",
+        "group.initial.rebalance.delay.ms",
     ):
         if getattr(settings, _BROKER_KEYS[key][0]) < 0:
             raise ConfigError(f"[broker] {key}: must not be negative")
     if settings.broker_heartbeat_interval_ms >= settings.broker_session_timeout_ms:
         raise ConfigError(
             "[broker] broker.heartbeat.interval.ms: must be below broker.session.timeout.ms"
+        )
+    if settings.group_max_session_timeout_ms < settings.group_min_session_timeout_ms:
+        raise ConfigError(
+            "[broker] group.max.session.timeout.ms: must not be below group.min.session.timeout.ms"
         )
     if settings.socket_request_max_bytes <= settings.message_max_bytes:
         raise ConfigError("[broker] socket.request.max.bytes: must exceed message.max.bytes")

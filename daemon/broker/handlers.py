@@ -23,6 +23,8 @@ from rlog.core.protocol.connection import Request
 from rlog.core.protocol.errors import ErrorCode
 from rlog.core.replication import NO_EPOCH
 from rlog.daemon.broker.controller_link import ControllerLink
+from rlog.daemon.broker.group_handlers import GroupHandlers
+from rlog.daemon.broker.groups import OFFSETS_TOPIC, GroupService
 from rlog.daemon.broker.producer_ids import ProducerIdAllocator
 from rlog.daemon.broker.replica_manager import ReplicaManager, now_ms
 from rlog.daemon.error_answers import empty_fetch_partition, error_answer
@@ -61,6 +63,7 @@ class Handlers:
         replicas: ReplicaManager,
         link: ControllerLink,
         producer_ids: ProducerIdAllocator,
+        groups: GroupService,
     ) -> None:
         self.broker_id = broker_id
         self.cluster_id = cluster_id
@@ -68,6 +71,7 @@ class Handlers:
         self.link = link
         self.settings = replicas.settings
         self.producer_ids = producer_ids
+        group_apis = GroupHandlers(groups)
         self.table: dict[ApiKey, Handler] = {
             ApiKey.API_VERSIONS: self.api_versions,
             ApiKey.METADATA: self.metadata,
@@ -82,6 +86,16 @@ class Handlers:
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self.incremental_alter_configs,
             ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch,
+            ApiKey.FIND_COORDINATOR: group_apis.find_coordinator,
+            ApiKey.JOIN_GROUP: group_apis.join_group,
+            ApiKey.SYNC_GROUP: group_apis.sync_group,
+            ApiKey.HEARTBEAT: group_apis.heartbeat,
+            ApiKey.LEAVE_GROUP: group_apis.leave_group,
+            ApiKey.OFFSET_COMMIT: group_apis.offset_commit,
+            ApiKey.OFFSET_FETCH: group_apis.offset_fetch,
+            ApiKey.DESCRIBE_GROUPS: group_apis.describe_groups,
+            ApiKey.LIST_GROUPS: group_apis.list_groups,
+            ApiKey.DELETE_GROUPS: group_apis.delete_groups,
         }
         missing = set(SUPPORTED) - set(self.table)
         assert not missing, f"advertised APIs without a handler: {missing}"
@@ -182,7 +196,7 @@ class Handlers:
         return {
             "error_code": ErrorCode.NONE,
             "name": name,
-            "is_internal": False,
+            "is_internal": name == OFFSETS_TOPIC,
             "partitions": partitions,
             "topic_authorized_operations": -(2**31),
         }
@@ -238,53 +252,20 @@ class Handlers:
                 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             )
             return answer | {"error_code": code}
-        now = now_ms()
-        try:
-            outcome = replica.append_as_leader(
-                data["records"], acks, now, required_acks_timeout_ms=max(0, timeout_ms)
-            )
-            result = outcome.result
-            if result.error == ErrorCode.NONE and replica.log.flush_due(now):
-                replica.log.flush()
-        except OSError as error:
-            log.error("storage error appending to %s-%d: %s", topic, index, error)
+        appended = await self.replicas.append((topic, index), data["records"], acks, timeout_ms)
+        error = storage_error if appended.storage_failed else appended.error
+        if error != ErrorCode.NONE:
             return answer | {
-                "error_code": storage_error,
-                "error_message": f"storage error: {error}",
+                "error_code": error,
+                "log_start_offset": appended.log_start_offset,
+                "error_message": appended.message,
             }
-        key = (topic, index)
-        waiting = (
-            self.replicas.expect_produce(key, outcome.pending.pending_id)
-            if outcome.pending is not None
-            else None
-        )
-        self.replicas.handle_effects(outcome.effects)
-        if result.error != ErrorCode.NONE:
-            log.info("produce to %s-%d refused: %s", topic, index, result.error_message)
-            return answer | {
-                "error_code": result.error,
-                "log_start_offset": result.log_start_offset,
-                "error_message": result.error_message,
-            }
-        self.replicas.notify(key)  # followers waiting for new records
-        answer |= {
+        return answer | {
             "error_code": ErrorCode.NONE,
-            "base_offset": result.base_offset,
-            "log_append_time_ms": result.log_append_time_ms,
-            "log_start_offset": result.log_start_offset,
+            "base_offset": appended.base_offset,
+            "log_append_time_ms": appended.log_append_time_ms,
+            "log_start_offset": appended.log_start_offset,
         }
-        if waiting is None:
-            return answer
-        try:
-            done = await waiting
-        except LookupError as gone:
-            return answer | {
-                "error_code": ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                "error_message": str(gone),
-            }
-        if done.error != ErrorCode.NONE:
-            log.info("acks=all produce to %s-%d ended with %s", topic, index, done.error.name)
-        return answer | {"error_code": done.error}
 
     # -- Fetch -----------------------------------------------------------------------------
     async def fetch(self, request: Request) -> Body:

@@ -16,6 +16,7 @@ import uvloop
 from rlog.daemon.broker.controller_link import ControllerLink
 from rlog.daemon.broker.faults import CONTROLLER, Faults
 from rlog.daemon.broker.fetcher import ReplicaFetchers
+from rlog.daemon.broker.groups import GroupService
 from rlog.daemon.broker.handlers import Handlers
 from rlog.daemon.broker.producer_ids import ProducerIdAllocator
 from rlog.daemon.broker.replica_manager import ReplicaManager, now_ms
@@ -80,6 +81,7 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
     def on_metadata() -> None:
         if link.registered_in_image:
             replicas.apply_metadata(link.image, now_ms(), caught_up=link.caught_up)
+            groups.on_metadata()  # leadership of __consumer_offsets decides what it coordinates
 
     link = ControllerLink(
         args.id,
@@ -92,10 +94,16 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
         gate=faults.gate(CONTROLLER),
     )
     replicas.set_alter_partition_sender(link.alter_partition)
+    groups = GroupService(args.id, settings, replicas, link)
     fetchers = ReplicaFetchers(args.id, replicas, link, settings, faults)
     replicas.on_followers_changed = fetchers.regroup
     handlers = Handlers(
-        args.id, args.cluster_id, replicas, link, ProducerIdAllocator(link.allocate_producer_ids)
+        args.id,
+        args.cluster_id,
+        replicas,
+        link,
+        ProducerIdAllocator(link.allocate_producer_ids),
+        groups,
     )
     server = BrokerServer(handlers, settings.socket_request_max_bytes, faults=faults)
     try:
@@ -127,6 +135,7 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
         asyncio.create_task(server.serve()),
         asyncio.create_task(link.run()),
         asyncio.create_task(_every(TICK_INTERVAL_MS, "tick", lambda: replicas.tick(now_ms()))),
+        asyncio.create_task(_every(TICK_INTERVAL_MS, "group tick", groups.tick)),
         asyncio.create_task(
             _every(
                 settings.log_flush_scheduler_interval_ms,
@@ -157,6 +166,7 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
     for duty in duties:
         duty.cancel()
     fetchers.close()
+    groups.close()
     await server.close()
     link.close()
     replicas.close()

@@ -15,9 +15,11 @@ import os
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from rlog.core.metadata.image import MetadataImage, PartitionInfo
+from rlog.core.protocol.errors import ErrorCode
 from rlog.core.replication import (
     AlterPartitionResponse,
     CompleteProduce,
@@ -49,6 +51,19 @@ PARTITION_METADATA = "partition.metadata"  # Kafka's name: the topic id a partit
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
 UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
 REPLICA_LAG_TIME_MAX = "replica.lag.time.max.ms"
+
+
+@dataclass(frozen=True, slots=True)
+class AppendAnswer:
+    """How a leader append ended: Produce's per-partition answer, before version mapping."""
+
+    error: ErrorCode
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    message: str | None = None
+    storage_failed: bool = False  # the disk refused it (KAFKA_STORAGE_ERROR, by version)
+
 
 # Sends a leader's ISR proposal to the controller and returns its answer (an error if lost).
 AlterPartitionSender = Callable[[ProposeIsr], Awaitable[AlterPartitionResponse]]
@@ -281,6 +296,56 @@ class ReplicaManager:
         task = asyncio.ensure_future(coroutine)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+    async def append(
+        self, key: TopicPartition, records: bytes | None, acks: int, timeout_ms: int
+    ) -> AppendAnswer:
+        """Append one batch as this partition's leader; with acks=all, answer once the ISR has
+        it (or it failed). Used by Produce and by the group coordinator's writes."""
+        replica = self.replicas.get(key)
+        if replica is None:
+            return AppendAnswer(ErrorCode.NOT_LEADER_OR_FOLLOWER, message="no replica here")
+        now = now_ms()
+        try:
+            outcome = replica.append_as_leader(
+                records, acks, now, required_acks_timeout_ms=max(0, timeout_ms)
+            )
+            result = outcome.result
+            if result.error == ErrorCode.NONE and replica.log.flush_due(now):
+                replica.log.flush()
+        except OSError as error:
+            log.error("storage error appending to %s-%d: %s", *key, error)
+            message = f"storage error: {error}"
+            return AppendAnswer(ErrorCode.KAFKA_STORAGE_ERROR, message=message, storage_failed=True)
+        waiting = (
+            self.expect_produce(key, outcome.pending.pending_id)
+            if outcome.pending is not None
+            else None
+        )
+        self.handle_effects(outcome.effects)
+        if result.error != ErrorCode.NONE:
+            log.info("append to %s-%d refused: %s", *key, result.error_message)
+            return AppendAnswer(
+                result.error, log_start_offset=result.log_start_offset, message=result.error_message
+            )
+        self.notify(key)  # followers waiting for new records
+        answer = AppendAnswer(
+            ErrorCode.NONE,
+            result.base_offset,
+            result.log_append_time_ms,
+            result.log_start_offset,
+        )
+        if waiting is None:
+            return answer
+        try:
+            done = await waiting
+        except LookupError as gone:
+            return AppendAnswer(ErrorCode.NOT_LEADER_OR_FOLLOWER, message=str(gone))
+        if done.error != ErrorCode.NONE:
+            log.info("acks=all append to %s-%d ended with %s", *key, done.error.name)
+        return AppendAnswer(
+            done.error, answer.base_offset, answer.log_append_time_ms, answer.log_start_offset
+        )
 
     def expect_produce(
         self, key: TopicPartition, pending_id: int

@@ -14,6 +14,7 @@ import logging
 import os
 import socket
 from collections.abc import Mapping
+from contextvars import ContextVar
 from typing import Any, Protocol
 
 from rlog.core import limits
@@ -33,6 +34,10 @@ log = logging.getLogger(__name__)
 RECEIVE_CHUNK_BYTES = 256 * 1024
 
 _Pending = tuple[Request, "asyncio.Task[dict[str, Any] | None]"] | None
+
+
+# The address of the client whose request is being handled (group members' `client_host`).
+CLIENT_HOST: ContextVar[str] = ContextVar("client_host", default="")
 
 
 class RequestHandler(Protocol):
@@ -90,6 +95,8 @@ class BrokerServer:
 
     async def _serve_connection(self, client: socket.socket, address: Any) -> None:
         loop = asyncio.get_running_loop()
+        if isinstance(address, tuple) and address:
+            CLIENT_HOST.set(f"/{address[0]}")  # Kafka shows hosts as "/127.0.0.1"
         codec = ServerConnection(self.max_request_bytes, self.supported)
         # Bounded: a client pipelining more requests than this waits for answers before we read on.
         pending: asyncio.Queue[_Pending] = asyncio.Queue(limits.CONNECTION_INFLIGHT_MAX)

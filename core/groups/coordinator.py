@@ -1,0 +1,1024 @@
+"""The group coordinator of Kafka's classic consumer-group protocol, sans-IO.
+
+The broker hands it decoded request bodies with a `Caller` (a token for the answer, the API
+version, the client's id and host) and `now`; it returns effects:
+
+- `Respond(token, body)`: answer that request (a body in the protocol's shape, every version's
+  fields present; the codec keeps those of the version);
+- `Append(append_id, partition, records)`: write these `(key, value)` records to that partition
+  of `__consumer_offsets` with acks=all, then call `append_done(append_id, error, now)`.
+
+An answer that depends on a write (an offset commit, the leader's SyncGroup, a delete) is only
+given once the write is acknowledged by the ISR: a committed offset a client was told about
+survives the coordinator's broker failing. Time moves only through `tick(now)`: session
+expiry, the end of a join phase, pending member ids lapsing.
+
+Ownership follows the leadership of `__consumer_offsets` partitions: `start_loading`,
+`finish_loading` (the partition's records, replayed) and `unload`. Requests for a group whose
+partition is not loaded here get NOT_COORDINATOR, or COORDINATOR_LOAD_IN_PROGRESS while loading.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlog.core.groups.group import Group, GroupState, Member
+from rlog.core.groups.partitioner import group_partition
+from rlog.core.groups.records import (
+    CommittedOffset,
+    CorruptGroupRecordError,
+    GroupKey,
+    GroupRecord,
+    MemberRecord,
+    OffsetKey,
+    group_key,
+    group_value,
+    offset_key,
+    offset_value,
+    parse_group_value,
+    parse_key,
+    parse_offset_value,
+)
+from rlog.core.protocol.errors import ErrorCode
+
+Body = dict[str, Any]
+Record = tuple[bytes, bytes | None]
+
+NO_GENERATION = -1
+CONSUMER_PROTOCOL_TYPE = "consumer"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfig:
+    """The broker's group settings, under Kafka's names."""
+
+    offsets_partitions: int  # offsets.topic.num.partitions
+    min_session_timeout_ms: int = 6_000  # group.min.session.timeout.ms
+    max_session_timeout_ms: int = 1_800_000  # group.max.session.timeout.ms
+    initial_rebalance_delay_ms: int = 3_000  # group.initial.rebalance.delay.ms
+    max_group_size: int = 2**31 - 1  # group.max.size
+    offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    token: int
+    version: int
+    client_id: str = ""
+    client_host: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Respond:
+    token: int
+    body: Body
+
+
+@dataclass(frozen=True, slots=True)
+class Append:
+    append_id: int
+    partition: int
+    records: tuple[Record, ...]
+
+
+Effect = Respond | Append
+
+
+@dataclass
+class _PendingAppend:
+    partition: int
+    tenure: int  # the partition's load count when written: a later unload makes it stale
+    on_done: Callable[[ErrorCode, int], list[Effect]]
+
+
+@dataclass
+class LoadSummary:
+    groups: int = 0
+    offsets: int = 0
+    corrupt_records: int = 0
+
+
+@dataclass
+class _Partition:
+    tenure: int
+    loaded: bool = False
+    group_ids: set[str] = field(default_factory=set)
+
+
+def append_error(error: ErrorCode, *, offsets: bool) -> ErrorCode:
+    """What a client is told when a coordinator write failed (Kafka's GroupMetadataManager)."""
+    if error in (
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        ErrorCode.REQUEST_TIMED_OUT,
+    ):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if error in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+        return ErrorCode.NOT_COORDINATOR
+    if error in (
+        ErrorCode.MESSAGE_TOO_LARGE,
+        ErrorCode.RECORD_LIST_TOO_LARGE,
+        ErrorCode.INVALID_FETCH_SIZE,
+    ):
+        return ErrorCode.INVALID_COMMIT_OFFSET_SIZE if offsets else ErrorCode.UNKNOWN_SERVER_ERROR
+    return error
+
+
+class GroupCoordinator:
+    def __init__(self, config: GroupConfig, new_member_id: Callable[[str], str]) -> None:
+        self.config = config
+        self._new_member_id = new_member_id
+        self._groups: dict[str, Group] = {}
+        self._offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
+        self._partitions: dict[int, _Partition] = {}
+        self._tenures = 0
+        self._appends: dict[int, _PendingAppend] = {}
+        self._next_append_id = 0
+
+    # ---- ownership -------------------------------------------------------------------------
+
+    def partition_for(self, group_id: str) -> int:
+        return group_partition(group_id, self.config.offsets_partitions)
+
+    def owned_partitions(self) -> list[int]:
+        return sorted(p for p, state in self._partitions.items() if state.loaded)
+
+    def start_loading(self, partition: int) -> list[Effect]:
+        effects = self.unload(partition)
+        self._tenures += 1
+        self._partitions[partition] = _Partition(self._tenures)
+        return effects
+
+    def finish_loading(self, partition: int, records: Iterable[Record], now: int) -> LoadSummary:
+        """Replay the partition's records (oldest first); its groups are served from here on."""
+        state = self._partitions.get(partition)
+        if state is None or state.loaded:
+            raise ValueError(f"partition {partition} is not loading")
+        summary = LoadSummary()
+        metadata: dict[str, GroupRecord] = {}
+        offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
+        for key_bytes, value in records:
+            try:
+                key = parse_key(key_bytes)
+                if isinstance(key, OffsetKey):
+                    group_offsets = offsets.setdefault(key.group, {})
+                    if value is None:
+                        group_offsets.pop((key.topic, key.partition), None)
+                    else:
+                        group_offsets[(key.topic, key.partition)] = parse_offset_value(value)
+                elif isinstance(key, GroupKey):
+                    if value is None:
+                        metadata.pop(key.group, None)
+                    else:
+                        metadata[key.group] = parse_group_value(value)
+            except CorruptGroupRecordError:
+                summary.corrupt_records += 1
+        for group_id, group_offsets in offsets.items():
+            if group_offsets:
+                self._offsets[group_id] = group_offsets
+                summary.offsets += len(group_offsets)
+        for group_id in set(metadata) | set(self._offsets):
+            group = _group_from_record(group_id, metadata.get(group_id), now)
+            self._groups[group_id] = group
+            state.group_ids.add(group_id)
+        summary.groups = len(state.group_ids)
+        state.loaded = True
+        return summary
+
+    def unload(self, partition: int) -> list[Effect]:
+        """This broker no longer leads the partition: its groups are someone else's now."""
+        state = self._partitions.pop(partition, None)
+        if state is None:
+            return []
+        effects: list[Effect] = []
+        for group_id in state.group_ids:
+            group = self._groups.pop(group_id, None)
+            self._offsets.pop(group_id, None)
+            if group is None:
+                continue
+            group.state = GroupState.DEAD
+            for member in group.members.values():
+                effects += _answer_blocked(member, ErrorCode.NOT_COORDINATOR)
+        return effects
+
+    def _ownership_error(self, group_id: str) -> ErrorCode:
+        state = self._partitions.get(self.partition_for(group_id))
+        if state is None:
+            return ErrorCode.NOT_COORDINATOR
+        if not state.loaded:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def _remember(self, group: Group) -> None:
+        self._groups[group.group_id] = group
+        self._partitions[self.partition_for(group.group_id)].group_ids.add(group.group_id)
+
+    # ---- writes ----------------------------------------------------------------------------
+
+    def _append(
+        self,
+        group_id: str,
+        records: list[Record],
+        on_done: Callable[[ErrorCode, int], list[Effect]],
+    ) -> Append:
+        partition = self.partition_for(group_id)
+        self._next_append_id += 1
+        tenure = self._partitions[partition].tenure
+        self._appends[self._next_append_id] = _PendingAppend(partition, tenure, on_done)
+        return Append(self._next_append_id, partition, tuple(records))
+
+    def append_done(self, append_id: int, error: ErrorCode, now: int) -> list[Effect]:
+        pending = self._appends.pop(append_id, None)
+        if pending is None:
+            return []
+        state = self._partitions.get(pending.partition)
+        if state is None or state.tenure != pending.tenure:
+            # The partition moved while the write was in flight: the answer cannot say more
+            # than "ask the new coordinator", which reloads whatever did get written.
+            error = ErrorCode.NOT_COORDINATOR
+        return pending.on_done(error, now)
+
+    # ---- JoinGroup -------------------------------------------------------------------------
+
+    def join_group(self, caller: Caller, body: Body, now: int) -> list[Effect]:
+        group_id: str = body["group_id"]
+        member_id: str = body.get("member_id") or ""
+        instance_id: str | None = body.get("group_instance_id")
+        session_timeout = body["session_timeout_ms"]
+        rebalance_timeout = body.get("rebalance_timeout_ms", -1)
+        if rebalance_timeout is None or rebalance_timeout < 0:
+            rebalance_timeout = session_timeout  # v0 has no rebalance timeout
+        protocol_type: str = body.get("protocol_type") or ""
+        protocols = [(p["name"], bytes(p["metadata"] or b"")) for p in body.get("protocols") or []]
+
+        def fail(error: ErrorCode, member: str = member_id) -> list[Effect]:
+            return [Respond(caller.token, _join_error(error, member))]
+
+        if not group_id:
+            return fail(ErrorCode.INVALID_GROUP_ID)
+        error = self._ownership_error(group_id)
+        if error != ErrorCode.NONE:
+            return fail(error)
+        if not (
+            self.config.min_session_timeout_ms
+            <= session_timeout
+            <= self.config.max_session_timeout_ms
+        ):
+            return fail(ErrorCode.INVALID_SESSION_TIMEOUT)
+        group = self._groups.get(group_id)
+        if group is None:
+            if member_id:
+                return fail(ErrorCode.UNKNOWN_MEMBER_ID)
+            group = Group(group_id, state_timestamp_ms=now)
+            self._remember(group)
+        if group.is_(GroupState.DEAD):
+            return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if not group.supports(protocol_type, protocols):
+            return fail(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        request = _JoinRequest(
+            caller, member_id, instance_id, session_timeout, rebalance_timeout, protocol_type
+        )
+        if not member_id:
+            return self._join_unknown_member(group, request, protocols, now)
+        return self._join_known_member(group, request, protocols, now)
+
+    def _join_unknown_member(
+        self, group: Group, request: _JoinRequest, protocols: list[tuple[str, bytes]], now: int
+    ) -> list[Effect]:
+        caller = request.caller
+        new_id = self._new_member_id(caller.client_id or "member")
+        instance_id = request.instance_id
+        if instance_id is not None and instance_id in group.static_members:
+            return self._rejoin_static_member(group, request, new_id, protocols, now)
+        if len(group.members) >= self.config.max_group_size:
+            return [Respond(caller.token, _join_error(ErrorCode.GROUP_MAX_SIZE_REACHED, ""))]
+        if caller.version >= 4 and instance_id is None:
+            # KIP-394: hand out the id first; the member joins with it, so a retried join after
+            # a lost answer does not leave a ghost member behind.
+            group.pending_members[new_id] = now + request.session_timeout
+            return [Respond(caller.token, _join_error(ErrorCode.MEMBER_ID_REQUIRED, new_id))]
+        return self._add_member_and_rebalance(group, request, new_id, protocols, now)
+
+    def _join_known_member(
+        self, group: Group, request: _JoinRequest, protocols: list[tuple[str, bytes]], now: int
+    ) -> list[Effect]:
+        member_id = request.member_id
+        if group.fenced_static_member(request.instance_id, member_id):
+            return [Respond(request.caller.token, _join_error(ErrorCode.FENCED_INSTANCE_ID))]
+        if member_id in group.pending_members:
+            del group.pending_members[member_id]
+            return self._add_member_and_rebalance(group, request, member_id, protocols, now)
+        member = group.members.get(member_id)
+        if member is None:
+            return [Respond(request.caller.token, _join_error(ErrorCode.UNKNOWN_MEMBER_ID))]
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            return self._update_member_and_rebalance(group, member, request, protocols, now)
+        if group.is_(GroupState.COMPLETING_REBALANCE):
+            if member.same_protocols(protocols):
+                # A retried join of this generation: the same answer again.
+                member.deadline_ms = now + member.session_timeout_ms
+                return [Respond(request.caller.token, self._join_body(group, member))]
+            return self._update_member_and_rebalance(group, member, request, protocols, now)
+        if group.is_(GroupState.STABLE):
+            if group.leader == member_id or not member.same_protocols(protocols):
+                return self._update_member_and_rebalance(group, member, request, protocols, now)
+            member.deadline_ms = now + member.session_timeout_ms
+            return [Respond(request.caller.token, self._join_body(group, member))]
+        return [Respond(request.caller.token, _join_error(ErrorCode.UNKNOWN_MEMBER_ID))]
+
+    def _rejoin_static_member(
+        self,
+        group: Group,
+        request: _JoinRequest,
+        new_id: str,
+        protocols: list[tuple[str, bytes]],
+        now: int,
+    ) -> list[Effect]:
+        """A known static instance came back with no member id (a restarted process): it takes
+        its old place under a new id, and the old id is fenced."""
+        assert request.instance_id is not None
+        old_id = group.static_members[request.instance_id]
+        old = group.members[old_id]
+        effects = _answer_blocked(old, ErrorCode.FENCED_INSTANCE_ID)
+        was_leader = group.leader == old_id
+        unchanged = old.same_protocols(protocols)
+        member = group.replace_static_member(request.instance_id, new_id)
+        member.session_timeout_ms = request.session_timeout
+        member.rebalance_timeout_ms = request.rebalance_timeout
+        member.client_id = request.caller.client_id
+        member.client_host = request.caller.client_host
+        if group.is_(GroupState.STABLE) and unchanged and not was_leader:
+            # Same subscription: no rebalance; it syncs and gets its old assignment back.
+            member.deadline_ms = now + member.session_timeout_ms
+            return [*effects, Respond(request.caller.token, self._join_body(group, member))]
+        return effects + self._update_member_and_rebalance(group, member, request, protocols, now)
+
+    def _add_member_and_rebalance(
+        self,
+        group: Group,
+        request: _JoinRequest,
+        member_id: str,
+        protocols: list[tuple[str, bytes]],
+        now: int,
+    ) -> list[Effect]:
+        member = Member(
+            member_id=member_id,
+            group_instance_id=request.instance_id,
+            client_id=request.caller.client_id,
+            client_host=request.caller.client_host,
+            session_timeout_ms=request.session_timeout,
+            rebalance_timeout_ms=request.rebalance_timeout,
+            protocol_type=request.protocol_type,
+            protocols=protocols,
+        )
+        group.add_member(member)
+        group.new_member_added = True
+        member.join_token = request.caller.token
+        member.join_version = request.caller.version
+        member.deadline_ms = now + member.session_timeout_ms
+        return self._prepare_or_complete(group, now)
+
+    def _update_member_and_rebalance(
+        self,
+        group: Group,
+        member: Member,
+        request: _JoinRequest,
+        protocols: list[tuple[str, bytes]],
+        now: int,
+    ) -> list[Effect]:
+        effects: list[Effect] = []
+        if member.join_token is not None and member.join_token != request.caller.token:
+            effects.append(Respond(member.join_token, _join_error(ErrorCode.REBALANCE_IN_PROGRESS)))
+        member.protocols = protocols
+        member.session_timeout_ms = request.session_timeout
+        member.rebalance_timeout_ms = request.rebalance_timeout
+        member.join_token = request.caller.token
+        member.join_version = request.caller.version
+        member.deadline_ms = now + member.session_timeout_ms
+        return effects + self._prepare_or_complete(group, now)
+
+    def _prepare_or_complete(self, group: Group, now: int) -> list[Effect]:
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            return self._maybe_complete_join(group, now)
+        return self._prepare_rebalance(group, now)
+
+    def _prepare_rebalance(self, group: Group, now: int) -> list[Effect]:
+        effects: list[Effect] = []
+        if group.is_(GroupState.COMPLETING_REBALANCE):
+            for member in group.members.values():
+                member.assignment = b""
+                if member.sync_token is not None:
+                    effects.append(
+                        Respond(member.sync_token, _sync_body(ErrorCode.REBALANCE_IN_PROGRESS))
+                    )
+                    member.sync_token = None
+        rebalance_timeout = group.rebalance_timeout_ms()
+        if group.is_(GroupState.EMPTY):
+            # Kafka's InitialDelayedJoin: let the other members of a starting application
+            # arrive before the first assignment, instead of one rebalance per member.
+            delay = min(self.config.initial_rebalance_delay_ms, rebalance_timeout)
+            group.initial_delay = delay > 0
+            group.initial_deadline_cap_ms = now + rebalance_timeout
+            group.join_deadline_ms = now + delay
+            group.new_member_added = False
+        else:
+            group.initial_delay = False
+            group.join_deadline_ms = now + rebalance_timeout
+        group.state = GroupState.PREPARING_REBALANCE
+        group.state_timestamp_ms = now
+        return effects + self._maybe_complete_join(group, now)
+
+    def _maybe_complete_join(self, group: Group, now: int) -> list[Effect]:
+        ready = group.is_(GroupState.PREPARING_REBALANCE) and not group.initial_delay
+        return self._complete_join(group, now) if ready and group.all_joined() else []
+
+    def _complete_join(self, group: Group, now: int) -> list[Effect]:
+        effects: list[Effect] = []
+        group.initial_delay = False
+        for member in list(group.members.values()):
+            if member.join_token is None and member.group_instance_id is None:
+                group.remove_member(member.member_id)  # did not rejoin in time
+        if group.leader is None or group.members[group.leader].join_token is None:
+            joined = [m.member_id for m in group.members.values() if m.join_token is not None]
+            if joined:
+                group.leader = joined[0]
+        group.generation += 1
+        group.state_timestamp_ms = now
+        if not group.members:
+            group.state = GroupState.EMPTY
+            group.protocol = None
+            group.leader = None
+            effects.append(self._store_group(group, lambda error, now: []))
+            return effects
+        group.protocol = group.select_protocol()
+        group.state = GroupState.COMPLETING_REBALANCE
+        for member in group.members.values():
+            if member.join_token is None:
+                continue
+            effects.append(Respond(member.join_token, self._join_body(group, member)))
+            member.join_token = None
+            member.deadline_ms = now + member.session_timeout_ms
+        return effects
+
+    def _join_body(self, group: Group, member: Member) -> Body:
+        members = []
+        if group.leader == member.member_id:
+            members = [
+                {
+                    "member_id": other.member_id,
+                    "group_instance_id": other.group_instance_id,
+                    "metadata": other.metadata_for(group.protocol or ""),
+                }
+                for other in group.members.values()
+            ]
+        return {
+            "throttle_time_ms": 0,
+            "error_code": ErrorCode.NONE,
+            "generation_id": group.generation,
+            "protocol_type": group.protocol_type,
+            "protocol_name": group.protocol or "",
+            "leader": group.leader or "",
+            "skip_assignment": False,
+            "member_id": member.member_id,
+            "members": members,
+        }
+
+    # ---- SyncGroup -------------------------------------------------------------------------
+
+    def sync_group(self, caller: Caller, body: Body, now: int) -> list[Effect]:
+        group_id: str = body["group_id"]
+        member_id: str = body["member_id"]
+
+        def fail(error: ErrorCode) -> list[Effect]:
+            return [Respond(caller.token, _sync_body(error))]
+
+        error = self._ownership_error(group_id)
+        if error != ErrorCode.NONE:
+            return fail(error)
+        group = self._groups.get(group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            return fail(ErrorCode.UNKNOWN_MEMBER_ID)
+        if group.fenced_static_member(body.get("group_instance_id"), member_id):
+            return fail(ErrorCode.FENCED_INSTANCE_ID)
+        member = group.members.get(member_id)
+        if member is None:
+            return fail(ErrorCode.UNKNOWN_MEMBER_ID)
+        if body["generation_id"] != group.generation:
+            return fail(ErrorCode.ILLEGAL_GENERATION)
+        wanted_type, wanted_name = body.get("protocol_type"), body.get("protocol_name")
+        if (wanted_type is not None and wanted_type != group.protocol_type) or (
+            wanted_name is not None and wanted_name != group.protocol
+        ):
+            return fail(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            return fail(ErrorCode.REBALANCE_IN_PROGRESS)
+        member.deadline_ms = now + member.session_timeout_ms
+        if group.is_(GroupState.STABLE):
+            return [Respond(caller.token, _sync_body(ErrorCode.NONE, group, member.assignment))]
+        if group.is_(GroupState.EMPTY):
+            return fail(ErrorCode.UNKNOWN_MEMBER_ID)
+        # CompletingRebalance: wait for the leader's assignment to be stored.
+        effects: list[Effect] = []
+        if member.sync_token is not None:
+            effects.append(Respond(member.sync_token, _sync_body(ErrorCode.REBALANCE_IN_PROGRESS)))
+        member.sync_token = caller.token
+        if member_id != group.leader:
+            return effects
+        assignments = {
+            a["member_id"]: bytes(a["assignment"] or b"") for a in body.get("assignments") or []
+        }
+        generation = group.generation
+        record = _group_record(group, now, assignments)
+
+        def stored(error: ErrorCode, now: int) -> list[Effect]:
+            current = self._groups.get(group.group_id)
+            if (
+                current is not group
+                or group.generation != generation
+                or not group.is_(GroupState.COMPLETING_REBALANCE)
+            ):
+                return []  # a newer rebalance already answered the waiting members
+            if error != ErrorCode.NONE:
+                failure = append_error(error, offsets=False)
+                answers: list[Effect] = []
+                for waiting in group.members.values():
+                    waiting.assignment = b""
+                    if waiting.sync_token is not None:
+                        answers.append(Respond(waiting.sync_token, _sync_body(failure)))
+                        waiting.sync_token = None
+                return answers + self._prepare_rebalance(group, now)
+            return self._become_stable(group, assignments, now)
+
+        effects.append(self._append(group_id, [(group_key(group_id), group_value(record))], stored))
+        return effects
+
+    def _become_stable(self, group: Group, assignments: dict[str, bytes], now: int) -> list[Effect]:
+        effects: list[Effect] = []
+        group.state = GroupState.STABLE
+        group.state_timestamp_ms = now
+        for member in group.members.values():
+            member.assignment = assignments.get(member.member_id, b"")
+            if member.sync_token is not None:
+                effects.append(
+                    Respond(member.sync_token, _sync_body(ErrorCode.NONE, group, member.assignment))
+                )
+                member.sync_token = None
+                member.deadline_ms = now + member.session_timeout_ms
+        return effects
+
+    # ---- Heartbeat, LeaveGroup -------------------------------------------------------------
+
+    def heartbeat(self, caller: Caller, body: Body, now: int) -> list[Effect]:
+        return [Respond(caller.token, {"throttle_time_ms": 0, "error_code": self._beat(body, now)})]
+
+    def _beat(self, body: Body, now: int) -> ErrorCode:
+        group_id: str = body["group_id"]
+        error = self._ownership_error(group_id)
+        if error != ErrorCode.NONE:
+            return error
+        group = self._groups.get(group_id)
+        if group is None or group.is_(GroupState.EMPTY):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if group.is_(GroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        member_id: str = body["member_id"]
+        if group.fenced_static_member(body.get("group_instance_id"), member_id):
+            return ErrorCode.FENCED_INSTANCE_ID
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if body["generation_id"] != group.generation:
+            return ErrorCode.ILLEGAL_GENERATION
+        member.deadline_ms = now + member.session_timeout_ms
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def leave_group(self, caller: Caller, body: Body, now: int) -> list[Effect]:
+        group_id: str = body["group_id"]
+        if caller.version < 3:  # one member, no instance id
+            identities = [{"member_id": body.get("member_id") or "", "group_instance_id": None}]
+        else:
+            identities = body.get("members") or []
+        error = self._ownership_error(group_id)
+        group = self._groups.get(group_id)
+        if error == ErrorCode.NONE and group is None:
+            error = ErrorCode.UNKNOWN_MEMBER_ID
+        if error != ErrorCode.NONE or group is None:
+            return [Respond(caller.token, _leave_body(error, []))]
+        effects: list[Effect] = []
+        results = []
+        for identity in identities:
+            member_error, more = self._leave_one(group, identity, now)
+            effects += more
+            results.append(
+                {
+                    "member_id": identity.get("member_id") or "",
+                    "group_instance_id": identity.get("group_instance_id"),
+                    "error_code": member_error,
+                }
+            )
+        # v0-2 carry the one member's error at the top; v3+ per member, top-level NONE.
+        top = results[0]["error_code"] if caller.version < 3 else ErrorCode.NONE
+        effects.append(Respond(caller.token, _leave_body(top, results)))
+        return effects
+
+    def _leave_one(self, group: Group, identity: Body, now: int) -> tuple[ErrorCode, list[Effect]]:
+        member_id: str = identity.get("member_id") or ""
+        instance_id: str | None = identity.get("group_instance_id")
+        if instance_id is not None:
+            known = group.static_members.get(instance_id)
+            if known is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID, []
+            if member_id and member_id != known:
+                return ErrorCode.FENCED_INSTANCE_ID, []
+            member_id = known
+        if member_id in group.pending_members:
+            del group.pending_members[member_id]
+            return ErrorCode.NONE, self._maybe_complete_join(group, now)
+        if member_id not in group.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID, []
+        return ErrorCode.NONE, self._remove_member(group, member_id, now)
+
+    def _remove_member(self, group: Group, member_id: str, now: int) -> list[Effect]:
+        member = group.remove_member(member_id)
+        effects = _answer_blocked(member, ErrorCode.UNKNOWN_MEMBER_ID) if member else []
+        if group.is_(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            return effects + self._prepare_rebalance(group, now)
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            return effects + self._maybe_complete_join(group, now)
+        return effects
+
+    # ---- time --------------------------------------------------------------------------------
+
+    def tick(self, now: int) -> list[Effect]:
+        effects: list[Effect] = []
+        for group in list(self._groups.values()):
+            for pending, deadline in list(group.pending_members.items()):
+                if deadline <= now:
+                    del group.pending_members[pending]
+                    effects += self._maybe_complete_join(group, now)
+            for member in list(group.members.values()):
+                blocked = member.join_token is not None or member.sync_token is not None
+                if not blocked and member.deadline_ms <= now and member.member_id in group.members:
+                    effects += self._remove_member(group, member.member_id, now)
+            if group.is_(GroupState.PREPARING_REBALANCE) and group.join_deadline_ms <= now:
+                effects += self._join_deadline(group, now)
+        return effects
+
+    def _join_deadline(self, group: Group, now: int) -> list[Effect]:
+        if group.initial_delay and group.new_member_added:
+            cap = group.initial_deadline_cap_ms
+            if group.join_deadline_ms < cap:
+                group.new_member_added = False
+                delay = self.config.initial_rebalance_delay_ms
+                group.join_deadline_ms = min(now + delay, cap)
+                return []
+        return self._complete_join(group, now)
+
+    # ---- offsets ------------------------------------------------------------------------------
+
+    def commit_offsets(self, caller: Caller, body: Body, now: int) -> list[Effect]:
+        group_id: str = body["group_id"]
+        topics = body.get("topics") or []
+        error = ErrorCode.INVALID_GROUP_ID if not group_id else self._ownership_error(group_id)
+        if error == ErrorCode.NONE:
+            error = self._commit_check(body, now)
+        if error != ErrorCode.NONE:
+            return [Respond(caller.token, _commit_body(topics, lambda t, p: error))]
+        errors: dict[tuple[str, int], ErrorCode] = {}
+        records: list[Record] = []
+        entries: dict[tuple[str, int], CommittedOffset] = {}
+        for topic in topics:
+            for part in topic.get("partitions") or []:
+                key = (topic["name"], part["partition_index"])
+                metadata = part.get("committed_metadata") or ""
+                if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
+                    errors[key] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                    continue
+                committed = CommittedOffset(
+                    part["committed_offset"],
+                    part.get("committed_leader_epoch", -1),
+                    metadata,
+                    now,
+                )
+                entries[key] = committed
+                records.append((offset_key(group_id, *key), offset_value(committed)))
+        if not records:
+            return [Respond(caller.token, _commit_body(topics, lambda t, p: errors[(t, p)]))]
+        if group_id not in self._groups:
+            self._remember(Group(group_id, state_timestamp_ms=now))
+
+        def stored(error: ErrorCode, now: int) -> list[Effect]:
+            failure = append_error(error, offsets=True)
+            if failure == ErrorCode.NONE and group_id in self._groups:
+                self._offsets.setdefault(group_id, {}).update(entries)
+            return [
+                Respond(
+                    caller.token,
+                    _commit_body(topics, lambda t, p: errors.get((t, p), failure)),
+                )
+            ]
+
+        return [self._append(group_id, records, stored)]
+
+    def _commit_check(self, body: Body, now: int) -> ErrorCode:
+        """Kafka's rules for who may commit (GroupCoordinator.handleCommitOffsets)."""
+        group = self._groups.get(body["group_id"])
+        generation = body.get("generation_id_or_member_epoch", NO_GENERATION)
+        member_id: str = body.get("member_id") or ""
+        if group is None:
+            # Only a member-less commit (assign() plus commit) may create a group.
+            return ErrorCode.NONE if generation < 0 else ErrorCode.ILLEGAL_GENERATION
+        if group.is_(GroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if group.fenced_static_member(body.get("group_instance_id"), member_id):
+            return ErrorCode.FENCED_INSTANCE_ID
+        if generation < 0 and group.is_(GroupState.EMPTY):
+            return ErrorCode.NONE
+        if group.is_(GroupState.COMPLETING_REBALANCE):
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation != group.generation:
+            return ErrorCode.ILLEGAL_GENERATION
+        member.deadline_ms = now + member.session_timeout_ms
+        return ErrorCode.NONE
+
+    def fetch_offsets(self, caller: Caller, body: Body) -> list[Effect]:
+        group_id: str = body["group_id"]
+        error = self._ownership_error(group_id)
+        requested = body.get("topics")
+        committed = self._offsets.get(group_id, {})
+        if requested is None:  # v2+: every partition with a committed offset
+            names = sorted({topic for topic, _ in committed})
+            requested = [
+                {"name": name, "partition_indexes": sorted(p for t, p in committed if t == name)}
+                for name in names
+            ]
+        topics = []
+        for topic in requested:
+            partitions = []
+            for index in topic.get("partition_indexes") or []:
+                entry = committed.get((topic["name"], index)) if error == ErrorCode.NONE else None
+                partitions.append(
+                    {
+                        "partition_index": index,
+                        "committed_offset": entry.offset if entry else -1,
+                        "committed_leader_epoch": entry.leader_epoch if entry else -1,
+                        "metadata": entry.metadata if entry else "",
+                        "error_code": error,
+                    }
+                )
+            topics.append({"name": topic["name"], "partitions": partitions})
+        body_out = {"throttle_time_ms": 0, "topics": topics, "error_code": error}
+        return [Respond(caller.token, body_out)]
+
+    # ---- admin ---------------------------------------------------------------------------------
+
+    def describe_groups(self, caller: Caller, body: Body) -> list[Effect]:
+        described = [self._describe(group_id) for group_id in body.get("groups") or []]
+        return [Respond(caller.token, {"throttle_time_ms": 0, "groups": described})]
+
+    def _describe(self, group_id: str) -> Body:
+        error = self._ownership_error(group_id)
+        group = self._groups.get(group_id) if error == ErrorCode.NONE else None
+        answer: Body = {
+            "error_code": error,
+            "group_id": group_id,
+            "group_state": GroupState.DEAD.value,
+            "protocol_type": "",
+            "protocol_data": "",
+            "members": [],
+            "authorized_operations": -(2**31),
+        }
+        if group is None:
+            return answer  # Kafka describes an unknown group as Dead, without an error
+        stable = group.is_(GroupState.STABLE)
+        answer |= {
+            "group_state": group.state.value,
+            "protocol_type": group.protocol_type or "",
+            "protocol_data": (group.protocol or "") if stable else "",
+            "members": [
+                {
+                    "member_id": member.member_id,
+                    "group_instance_id": member.group_instance_id,
+                    "client_id": member.client_id,
+                    "client_host": member.client_host,
+                    "member_metadata": member.metadata_for(group.protocol or "") if stable else b"",
+                    "member_assignment": member.assignment if stable else b"",
+                }
+                for member in group.members.values()
+            ],
+        }
+        return answer
+
+    def list_groups(self, caller: Caller, body: Body) -> list[Effect]:
+        loading = any(not state.loaded for state in self._partitions.values())
+        wanted = {state.lower() for state in body.get("states_filter") or []}
+        groups = [
+            {
+                "group_id": group.group_id,
+                "protocol_type": group.protocol_type or "",
+                "group_state": group.state.value,
+                "group_type": "classic",
+            }
+            for group in sorted(self._groups.values(), key=lambda g: g.group_id)
+            if not wanted or group.state.value.lower() in wanted
+        ]
+        error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else ErrorCode.NONE
+        answer = {"throttle_time_ms": 0, "error_code": error, "groups": groups}
+        return [Respond(caller.token, answer)]
+
+    def delete_groups(self, caller: Caller, body: Body, now: int) -> list[Effect]:
+        names: list[str] = list(body.get("groups_names") or [])
+        results: dict[str, ErrorCode] = {}
+        waiting: set[str] = set()
+        effects: list[Effect] = []
+
+        def respond() -> Respond:
+            return Respond(
+                caller.token,
+                {
+                    "throttle_time_ms": 0,
+                    "results": [{"group_id": name, "error_code": results[name]} for name in names],
+                },
+            )
+
+        for group_id in names:
+            error = self._ownership_error(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
+            group = self._groups.get(group_id) if error == ErrorCode.NONE else None
+            if error == ErrorCode.NONE and (group is None or group.is_(GroupState.DEAD)):
+                error = ErrorCode.GROUP_ID_NOT_FOUND
+            elif group is not None and not group.is_(GroupState.EMPTY):
+                error = ErrorCode.NON_EMPTY_GROUP
+            if error != ErrorCode.NONE or group is None:
+                results[group_id] = error
+                continue
+            tombstones: list[Record] = [(group_key(group_id), None)]
+            tombstones += [
+                (offset_key(group_id, topic, partition), None)
+                for topic, partition in self._offsets.get(group_id, {})
+            ]
+            waiting.add(group_id)
+
+            def deleted(error: ErrorCode, now: int, group_id: str = group_id) -> list[Effect]:
+                failure = append_error(error, offsets=False)
+                results[group_id] = failure
+                if failure == ErrorCode.NONE:
+                    self._forget(group_id)
+                waiting.discard(group_id)
+                return [] if waiting else [respond()]
+
+            effects.append(self._append(group_id, tombstones, deleted))
+        if not waiting:
+            effects.append(respond())
+        return effects
+
+    def _forget(self, group_id: str) -> None:
+        group = self._groups.pop(group_id, None)
+        if group is not None:
+            group.state = GroupState.DEAD
+        self._offsets.pop(group_id, None)
+        state = self._partitions.get(self.partition_for(group_id))
+        if state is not None:
+            state.group_ids.discard(group_id)
+
+    # ---- read models (describe for tools, invariant checks in tests) --------------------------
+
+    def group(self, group_id: str) -> Group | None:
+        return self._groups.get(group_id)
+
+    def committed(self, group_id: str) -> dict[tuple[str, int], CommittedOffset]:
+        return dict(self._offsets.get(group_id, {}))
+
+    def _store_group(
+        self, group: Group, on_done: Callable[[ErrorCode, int], list[Effect]]
+    ) -> Append:
+        record = _group_record(group, group.state_timestamp_ms, {})
+        return self._append(
+            group.group_id, [(group_key(group.group_id), group_value(record))], on_done
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _JoinRequest:
+    caller: Caller
+    member_id: str
+    instance_id: str | None
+    session_timeout: int
+    rebalance_timeout: int
+    protocol_type: str
+
+
+def _answer_blocked(member: Member, error: ErrorCode) -> list[Effect]:
+    effects: list[Effect] = []
+    if member.join_token is not None:
+        effects.append(Respond(member.join_token, _join_error(error, member.member_id)))
+        member.join_token = None
+    if member.sync_token is not None:
+        effects.append(Respond(member.sync_token, _sync_body(error)))
+        member.sync_token = None
+    return effects
+
+
+def _join_error(error: ErrorCode, member_id: str = "") -> Body:
+    return {
+        "throttle_time_ms": 0,
+        "error_code": error,
+        "generation_id": NO_GENERATION,
+        "protocol_type": None,
+        "protocol_name": "",
+        "leader": "",
+        "skip_assignment": False,
+        "member_id": member_id,
+        "members": [],
+    }
+
+
+def _sync_body(error: ErrorCode, group: Group | None = None, assignment: bytes = b"") -> Body:
+    return {
+        "throttle_time_ms": 0,
+        "error_code": error,
+        "protocol_type": group.protocol_type if group else None,
+        "protocol_name": group.protocol if group else None,
+        "assignment": assignment,
+    }
+
+
+def _leave_body(error: ErrorCode, members: list[Body]) -> Body:
+    return {"throttle_time_ms": 0, "error_code": error, "members": members}
+
+
+def _commit_body(topics: list[Body], error_for: Callable[[str, int], ErrorCode]) -> Body:
+    return {
+        "throttle_time_ms": 0,
+        "topics": [
+            {
+                "name": topic["name"],
+                "partitions": [
+                    {
+                        "partition_index": part["partition_index"],
+                        "error_code": error_for(topic["name"], part["partition_index"]),
+                    }
+                    for part in topic.get("partitions") or []
+                ],
+            }
+            for topic in topics
+        ],
+    }
+
+
+def _group_record(group: Group, now: int, assignments: dict[str, bytes]) -> GroupRecord:
+    return GroupRecord(
+        protocol_type=group.protocol_type or "",
+        generation=group.generation,
+        protocol=group.protocol,
+        leader=group.leader,
+        current_state_timestamp=now,
+        members=tuple(
+            MemberRecord(
+                member_id=member.member_id,
+                group_instance_id=member.group_instance_id,
+                client_id=member.client_id,
+                client_host=member.client_host,
+                rebalance_timeout_ms=member.rebalance_timeout_ms,
+                session_timeout_ms=member.session_timeout_ms,
+                subscription=member.metadata_for(group.protocol or ""),
+                assignment=assignments.get(member.member_id, b""),
+            )
+            for member in group.members.values()
+        ),
+    )
+
+
+def _group_from_record(group_id: str, record: GroupRecord | None, now: int) -> Group:
+    """A group as a new coordinator finds it: Stable with its members, who must heartbeat here
+    within their session timeout, or Empty."""
+    group = Group(group_id, state_timestamp_ms=now)
+    if record is None:
+        return group
+    group.generation = record.generation
+    group.protocol_type = record.protocol_type or None
+    group.protocol = record.protocol
+    for stored in record.members:
+        member = Member(
+            member_id=stored.member_id,
+            group_instance_id=stored.group_instance_id,
+            client_id=stored.client_id,
+            client_host=stored.client_host,
+            session_timeout_ms=stored.session_timeout_ms,
+            rebalance_timeout_ms=stored.rebalance_timeout_ms,
+            protocol_type=record.protocol_type,
+            protocols=[(record.protocol or "", stored.subscription)],
+            assignment=stored.assignment,
+            deadline_ms=now + stored.session_timeout_ms,
+        )
+        group.add_member(member)
+    group.leader = record.leader if record.leader in group.members else group.leader
+    group.state = GroupState.STABLE if group.members else GroupState.EMPTY
+    return group

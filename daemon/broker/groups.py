@@ -143,6 +143,10 @@ class GroupService:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, message, nowhere
         if not key:
             return ErrorCode.INVALID_REQUEST, "empty group id", nowhere
+        if not self.link.caught_up:
+            # A restarted broker's image may still name it leader of partitions it lost.
+            message = "this broker is still reading the cluster metadata"
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, message, nowhere
         image = self.link.image
         if OFFSETS_TOPIC not in image.topics:
             await self._create_offsets_topic()

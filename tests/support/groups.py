@@ -1,0 +1,128 @@
+"""Group members as subprocesses (tests/support/group_member.py), followed through their output."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+MEMBER_SCRIPT = Path(__file__).with_name("group_member.py")
+STOP_TIMEOUT_S = 15.0
+
+GROUP_CONFIG = """
+[cluster]
+restart_backoff_ms = 200
+
+[broker]
+"default.replication.factor" = 3
+"min.insync.replicas" = 2
+"broker.session.timeout.ms" = 3000
+"broker.heartbeat.interval.ms" = 500
+"replica.lag.time.max.ms" = 3000
+"replica.fetch.backoff.ms" = 100
+"auto.leader.rebalance.enable" = false
+"offsets.topic.num.partitions" = 4
+"group.initial.rebalance.delay.ms" = 0
+"group.min.session.timeout.ms" = 1000
+"""
+
+
+class MemberProcess:
+    def __init__(
+        self,
+        directory: Path,
+        name: str,
+        *,
+        client: str,
+        bootstrap: str,
+        group: str,
+        topic: str,
+        commit: str = "manual",
+        slow_value: str | None = None,
+        session_timeout_ms: int = 3000,
+        instance_id: str | None = None,
+    ) -> None:
+        self.name = name
+        self.output = directory / f"{name}.jsonl"
+        command = [
+            sys.executable, str(MEMBER_SCRIPT), "--client", client, "--bootstrap", bootstrap,
+            "--group", group, "--topic", topic, "--commit", commit,
+            "--session-timeout-ms", str(session_timeout_ms),
+        ]  # fmt: skip
+        if slow_value is not None:
+            command += ["--slow-value", slow_value]
+        if instance_id is not None:
+            command += ["--instance-id", instance_id]
+        with open(self.output, "wb") as out, open(directory / f"{name}.err", "wb") as err:
+            self.process = subprocess.Popen(command, stdout=out, stderr=err)
+
+    def events(self, kind: str | None = None) -> list[dict[str, Any]]:
+        found = []
+        for line in self.output.read_text().splitlines():
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut by a SIGKILL
+            if kind is None or event["event"] == kind:
+                found.append(event)
+        return found
+
+    @property
+    def assignment(self) -> list[int] | None:
+        assigned = self.events("assigned")
+        return assigned[-1]["partitions"] if assigned else None
+
+    def records(self) -> list[dict[str, Any]]:
+        return self.events("record")
+
+    def wait_for(self, what: str, check: Callable[[], bool], timeout_s: float = 30) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if check():
+                return
+            if self.process.poll() is not None:
+                raise AssertionError(
+                    f"{self.name} exited ({self.process.returncode}) before {what}"
+                )
+            time.sleep(0.1)
+        raise AssertionError(
+            f"{self.name}: no {what} within {timeout_s} s; last: {self.events()[-3:]}"
+        )
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGKILL)
+        self.process.wait(STOP_TIMEOUT_S)
+
+    def stop(self) -> None:
+        """SIGTERM: the member closes its consumer, which leaves the group."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def wait_until(what: str, check: Callable[[], bool], timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"no {what} within {timeout_s} s")
+
+
+def split_evenly(members: list[MemberProcess], partitions: int) -> bool:
+    """Every member owns a share, the shares are disjoint and cover every partition."""
+    owned = [m.assignment or [] for m in members]
+    flat = sorted(p for share in owned for p in share)
+    return flat == list(range(partitions)) and all(
+        abs(len(share) - partitions / len(members)) < 1 for share in owned
+    )

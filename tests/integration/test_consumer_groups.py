@@ -117,6 +117,50 @@ def test_a_group_splits_partitions_and_rebalances_on_join_leave_and_crash(
     )
 
 
+@pytest.mark.parametrize(
+    ("client", "assignor"),
+    [("confluent", "roundrobin"), ("confluent", "cooperative-sticky"), ("kafka-python", "range")],
+)
+def test_the_client_side_assignors_work(
+    cluster3: Cluster, members: list[MemberProcess], tmp_path: Path, client: str, assignor: str
+) -> None:
+    """The coordinator only relays assignments, so every assignor works; cooperative-sticky
+    also rebalances incrementally (members keep partitions across the extra round)."""
+    make_topic(cluster3, "events")
+    common = {"client": client, "bootstrap": cluster3.bootstrap, "group": "etl", "topic": "events",
+              "assignor": assignor}  # fmt: skip
+    trio = []
+    for name in ("a", "b", "c"):
+        trio.append(MemberProcess(tmp_path, name, **common))
+        members.append(trio[-1])
+        wait_until(f"a split with {len(trio)}", lambda: split_evenly(trio, PARTITIONS))
+    trio[0].stop()
+    wait_until("a split after a leave", lambda: split_evenly(trio[1:], PARTITIONS))
+
+
+def test_a_restarted_static_member_gets_its_partitions_back_without_a_rebalance(
+    cluster3: Cluster, members: list[MemberProcess], tmp_path: Path
+) -> None:
+    make_topic(cluster3, "audit")
+    common = {"client": "confluent", "bootstrap": cluster3.bootstrap, "group": "auditors",
+              "topic": "audit", "session_timeout_ms": 10_000}  # fmt: skip
+    steady = MemberProcess(tmp_path, "steady", instance_id="host-1", **common)
+    members.append(steady)
+    steady.wait_for("all partitions", lambda: steady.assignment == list(range(PARTITIONS)))
+    bouncing = MemberProcess(tmp_path, "bouncing", instance_id="host-2", **common)
+    members.append(bouncing)
+    wait_until("a split", lambda: split_evenly([steady, bouncing], PARTITIONS))
+    owned, kept = bouncing.assignment, steady.assignment
+    steady_changes = len(steady.events("assigned"))
+    bouncing.kill()  # within its 10 s session: the coordinator keeps its place
+    back = MemberProcess(tmp_path, "back", instance_id="host-2", **common)
+    members.append(back)
+    back.wait_for("its old partitions", lambda: back.assignment == owned, timeout_s=8)
+    time.sleep(1)
+    assert steady.assignment == kept
+    assert len(steady.events("assigned")) == steady_changes  # the other member never rebalanced
+
+
 def test_a_killed_member_hands_over_at_its_last_committed_offset(
     cluster3: Cluster, members: list[MemberProcess], tmp_path: Path
 ) -> None:

@@ -71,6 +71,7 @@ def run_confluent(member: Member) -> None:
             "session.timeout.ms": args.session_timeout_ms,
             "heartbeat.interval.ms": max(100, args.session_timeout_ms // 6),
             **({"group.instance.id": args.instance_id} if args.instance_id else {}),
+            **({"partition.assignment.strategy": args.assignor} if args.assignor else {}),
         }
     )
     consumer.subscribe([args.topic])
@@ -90,8 +91,14 @@ def run_confluent(member: Member) -> None:
 
 def run_kafka_python(member: Member) -> None:
     from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 
     args = member.args
+    assignors = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}
+    strategy = {}
+    if args.assignor:
+        strategy["partition_assignment_strategy"] = [assignors[args.assignor]]
     consumer = KafkaConsumer(
         bootstrap_servers=args.bootstrap,
         group_id=args.group,
@@ -101,6 +108,7 @@ def run_kafka_python(member: Member) -> None:
         session_timeout_ms=args.session_timeout_ms,
         heartbeat_interval_ms=max(100, args.session_timeout_ms // 6),
         **({"group_instance_id": args.instance_id} if args.instance_id else {}),
+        **strategy,
     )
     consumer.subscribe([args.topic])
     try:
@@ -158,6 +166,7 @@ def main() -> None:
     parser.add_argument("--slow-value")
     parser.add_argument("--session-timeout-ms", type=int, default=3000)
     parser.add_argument("--instance-id")
+    parser.add_argument("--assignor", help="range, roundrobin or cooperative-sticky")
     args = parser.parse_args()
     member = Member(args)
     signal.signal(signal.SIGTERM, member.stop)

@@ -47,6 +47,7 @@ class MemberProcess:
         slow_value: str | None = None,
         session_timeout_ms: int = 3000,
         instance_id: str | None = None,
+        assignor: str | None = None,
     ) -> None:
         self.name = name
         self.output = directory / f"{name}.jsonl"
@@ -59,6 +60,8 @@ class MemberProcess:
             command += ["--slow-value", slow_value]
         if instance_id is not None:
             command += ["--instance-id", instance_id]
+        if assignor is not None:
+            command += ["--assignor", assignor]
         with open(self.output, "wb") as out, open(directory / f"{name}.err", "wb") as err:
             self.process = subprocess.Popen(command, stdout=out, stderr=err)
 

@@ -234,11 +234,13 @@ class GroupService:
                 if future is not None and not future.done():
                     future.set_result(effect.body)
             elif isinstance(effect, Append):
-                task = asyncio.ensure_future(self._append(effect))
+                task = asyncio.ensure_future(self._append(self.coordinator, effect))
                 self._background.add(task)
                 task.add_done_callback(self._background.discard)
 
-    async def _append(self, effect: Append) -> None:
+    async def _append(self, coordinator: GroupCoordinator, effect: Append) -> None:
+        """Write for `coordinator` (the one that asked, even if a newer one replaced it since)
+        and tell it how the write ended."""
         now = now_ms()
         batch = build_batch(list(effect.records), base_timestamp=now)
         key = (OFFSETS_TOPIC, effect.partition)
@@ -248,7 +250,7 @@ class GroupService:
         except Exception:  # the coordinator must hear back, or its clients wait forever
             log.exception("coordinator write to %s-%d failed", *key)
             error = ErrorCode.UNKNOWN_SERVER_ERROR
-        self._run(self.coordinator.append_done(effect.append_id, error, now_ms()))
+        self._run(coordinator.append_done(effect.append_id, error, now_ms()))
 
     def close(self) -> None:
         for future in self._waiting.values():

@@ -161,8 +161,9 @@ def test_a_restarted_static_member_gets_its_partitions_back_without_a_rebalance(
     assert len(steady.events("assigned")) == steady_changes  # the other member never rebalanced
 
 
+@pytest.mark.parametrize("heir_client", ["kafka-python", "aiokafka"])
 def test_a_killed_member_hands_over_at_its_last_committed_offset(
-    cluster3: Cluster, members: list[MemberProcess], tmp_path: Path
+    cluster3: Cluster, members: list[MemberProcess], tmp_path: Path, heir_client: str
 ) -> None:
     make_topic(cluster3, "payments", partitions=3)
     produce_numbers(cluster3, "payments", range(300))
@@ -176,7 +177,7 @@ def test_a_killed_member_hands_over_at_its_last_committed_offset(
     for event in doomed.events("committed"):
         last_commit[event["partition"]] = event["offset"]
 
-    heir = MemberProcess(tmp_path, "heir", client="kafka-python", **common)
+    heir = MemberProcess(tmp_path, "heir", client=heir_client, **common)
     members.append(heir)
     heir.wait_for(
         "every number",

@@ -63,7 +63,9 @@ METADATA_KINDS = (
 )
 # What a broker records about its own replicas.
 REPLICA_KINDS = ("replica_truncated",)
-KINDS = PROCESS_KINDS + METADATA_KINDS + REPLICA_KINDS
+# What a broker's group coordinator records about the groups it coordinates.
+GROUP_KINDS = ("group_rebalancing", "group_stable", "group_empty", "group_member_removed")
+KINDS = PROCESS_KINDS + METADATA_KINDS + REPLICA_KINDS + GROUP_KINDS
 
 
 def events_dir(data_dir: Path) -> Path:

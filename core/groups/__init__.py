@@ -9,6 +9,7 @@ from rlog.core.groups.coordinator import (
     Effect,
     GroupConfig,
     GroupCoordinator,
+    GroupEvent,
     LoadSummary,
     Respond,
 )
@@ -22,6 +23,7 @@ __all__ = [
     "Group",
     "GroupConfig",
     "GroupCoordinator",
+    "GroupEvent",
     "GroupState",
     "LoadSummary",
     "Member",

@@ -6,7 +6,8 @@ version, the client's id and host) and `now`; it returns effects:
 - `Respond(token, body)`: answer that request (a body in the protocol's shape, every version's
   fields present; the codec keeps those of the version);
 - `Append(append_id, partition, records)`: write these `(key, value)` records to that partition
-  of `__consumer_offsets` with acks=all, then call `append_done(append_id, error, now)`.
+  of `__consumer_offsets` with acks=all, then call `append_done(append_id, error, now)`;
+- `GroupEvent`: a rebalance began, the group became stable or empty, a member was removed.
 
 An answer that depends on a write (an offset commit, the leader's SyncGroup, a delete) is only
 given once the write is acknowledged by the ISR: a committed offset a client was told about
@@ -83,7 +84,18 @@ class Append:
     records: tuple[Record, ...]
 
 
-Effect = Respond | Append
+@dataclass(frozen=True, slots=True)
+class GroupEvent:
+    """Something a person watching the cluster wants to know: a rebalance began, the group is
+    stable again, a member was removed. `kind` is one of the journal's group kinds."""
+
+    kind: str
+    group_id: str
+    message: str
+    generation: int
+
+
+Effect = Respond | Append | GroupEvent
 
 
 @dataclass
@@ -379,7 +391,7 @@ class GroupCoordinator:
         member.join_token = request.caller.token
         member.join_version = request.caller.version
         member.deadline_ms = now + member.session_timeout_ms
-        return self._prepare_or_complete(group, now)
+        return self._prepare_or_complete(group, now, f"member {member_id} joined")
 
     def _update_member_and_rebalance(
         self,
@@ -398,15 +410,24 @@ class GroupCoordinator:
         member.join_token = request.caller.token
         member.join_version = request.caller.version
         member.deadline_ms = now + member.session_timeout_ms
-        return effects + self._prepare_or_complete(group, now)
+        reason = f"member {member.member_id} rejoined"
+        return effects + self._prepare_or_complete(group, now, reason)
 
-    def _prepare_or_complete(self, group: Group, now: int) -> list[Effect]:
+    def _prepare_or_complete(self, group: Group, now: int, reason: str) -> list[Effect]:
         if group.is_(GroupState.PREPARING_REBALANCE):
             return self._maybe_complete_join(group, now)
-        return self._prepare_rebalance(group, now)
+        return self._prepare_rebalance(group, now, reason)
 
-    def _prepare_rebalance(self, group: Group, now: int) -> list[Effect]:
-        effects: list[Effect] = []
+    def _prepare_rebalance(self, group: Group, now: int, reason: str) -> list[Effect]:
+        effects: list[Effect] = [
+            GroupEvent(
+                "group_rebalancing",
+                group.group_id,
+                f"group {group.group_id} is rebalancing after generation {group.generation}: "
+                f"{reason}",
+                group.generation,
+            )
+        ]
         if group.is_(GroupState.COMPLETING_REBALANCE):
             for member in group.members.values():
                 member.assignment = b""
@@ -452,6 +473,8 @@ class GroupCoordinator:
             group.protocol = None
             group.leader = None
             effects.append(self._store_group(group, lambda error, now: []))
+            message = f"group {group.group_id} is empty (generation {group.generation})"
+            effects.append(GroupEvent("group_empty", group.group_id, message, group.generation))
             return effects
         group.protocol = group.select_protocol()
         group.state = GroupState.COMPLETING_REBALANCE
@@ -549,14 +572,21 @@ class GroupCoordinator:
                     if waiting.sync_token is not None:
                         answers.append(Respond(waiting.sync_token, _sync_body(failure)))
                         waiting.sync_token = None
-                return answers + self._prepare_rebalance(group, now)
+                reason = f"storing the assignment failed with {failure.name}"
+                return answers + self._prepare_rebalance(group, now, reason)
             return self._become_stable(group, assignments, now)
 
         effects.append(self._append(group_id, [(group_key(group_id), group_value(record))], stored))
         return effects
 
     def _become_stable(self, group: Group, assignments: dict[str, bytes], now: int) -> list[Effect]:
-        effects: list[Effect] = []
+        message = (
+            f"group {group.group_id} is stable: generation {group.generation}, "
+            f"{len(group.members)} member(s), protocol {group.protocol}"
+        )
+        effects: list[Effect] = [
+            GroupEvent("group_stable", group.group_id, message, group.generation)
+        ]
         group.state = GroupState.STABLE
         group.state_timestamp_ms = now
         for member in group.members.values():
@@ -641,13 +671,17 @@ class GroupCoordinator:
             return ErrorCode.NONE, self._maybe_complete_join(group, now)
         if member_id not in group.members:
             return ErrorCode.UNKNOWN_MEMBER_ID, []
-        return ErrorCode.NONE, self._remove_member(group, member_id, now)
+        return ErrorCode.NONE, self._remove_member(group, member_id, now, "left the group")
 
-    def _remove_member(self, group: Group, member_id: str, now: int) -> list[Effect]:
+    def _remove_member(self, group: Group, member_id: str, now: int, why: str) -> list[Effect]:
         member = group.remove_member(member_id)
         effects = _answer_blocked(member, ErrorCode.UNKNOWN_MEMBER_ID) if member else []
+        message = f"member {member_id} of group {group.group_id} {why}"
+        effects.append(
+            GroupEvent("group_member_removed", group.group_id, message, group.generation)
+        )
         if group.is_(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            return effects + self._prepare_rebalance(group, now)
+            return effects + self._prepare_rebalance(group, now, f"member {member_id} {why}")
         if group.is_(GroupState.PREPARING_REBALANCE):
             return effects + self._maybe_complete_join(group, now)
         return effects
@@ -664,7 +698,8 @@ class GroupCoordinator:
             for member in list(group.members.values()):
                 blocked = member.join_token is not None or member.sync_token is not None
                 if not blocked and member.deadline_ms <= now and member.member_id in group.members:
-                    effects += self._remove_member(group, member.member_id, now)
+                    why = f"sent no heartbeat for {member.session_timeout_ms} ms"
+                    effects += self._remove_member(group, member.member_id, now, why)
             if group.is_(GroupState.PREPARING_REBALANCE) and group.join_deadline_ms <= now:
                 effects += self._join_deadline(group, now)
         return effects

@@ -28,6 +28,7 @@ from rlog.core.groups import (
     Effect,
     GroupConfig,
     GroupCoordinator,
+    GroupEvent,
     Respond,
     group_partition,
 )
@@ -237,6 +238,17 @@ class GroupService:
                 task = asyncio.ensure_future(self._append(self.coordinator, effect))
                 self._background.add(task)
                 task.add_done_callback(self._background.discard)
+            elif isinstance(effect, GroupEvent):
+                log.info("%s", effect.message)
+                journal = self.replicas.journal
+                if journal is not None:
+                    journal.record(
+                        effect.kind,
+                        effect.message,
+                        group=effect.group_id,
+                        generation=effect.generation,
+                        broker=self.broker_id,
+                    )
 
     async def _append(self, coordinator: GroupCoordinator, effect: Append) -> None:
         """Write for `coordinator` (the one that asked, even if a newer one replaced it since)

@@ -20,6 +20,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription, NewTopic
 
+from rlog.daemon.events import read_events
 from support.cluster import Cluster
 from support.groups import GROUP_CONFIG, MemberProcess, split_evenly, wait_until
 from support.replication import every_broker
@@ -115,6 +116,12 @@ def test_a_group_splits_partitions_and_rebalances_on_join_leave_and_crash(
     first.wait_for(
         "all partitions after a crash", lambda: first.assignment == list(range(6)), timeout_s=20
     )
+    # rlog events tells the story: the crashed member's session ran out, and the group healed.
+    kinds = [(e["kind"], e["message"]) for e in read_events(cluster3.data_dir)]
+    expired = [m for k, m in kinds if k == "group_member_removed" and "no heartbeat" in m]
+    assert len(expired) == 1, kinds
+    assert any(k == "group_stable" for k, _ in kinds[kinds.index(("group_member_removed",
+                                                                    expired[0])):])  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ from rlog.core.groups import (
     Caller,
     GroupConfig,
     GroupCoordinator,
+    GroupEvent,
     GroupState,
     Respond,
     group_partition,
@@ -54,6 +55,7 @@ class Driver:
         self.answers: dict[int, Body] = {}
         self.log: list[tuple[bytes, bytes | None]] = []
         self.unacked: list[Append] = []
+        self.events: list[GroupEvent] = []
         self.auto_ack = auto_ack
 
     def run(self, effects: list[Any]) -> None:
@@ -61,6 +63,8 @@ class Driver:
             if isinstance(effect, Respond):
                 assert effect.token not in self.answers, "answered twice"
                 self.answers[effect.token] = effect.body
+            elif isinstance(effect, GroupEvent):
+                self.events.append(effect)
             elif self.auto_ack:
                 self.ack(effect)
             else:
@@ -225,6 +229,9 @@ def test_a_member_that_stops_heartbeating_is_removed_after_its_session() -> None
     group = driver.coordinator.group(GROUP)
     assert group is not None and follower not in group.members
     assert driver.heartbeat(leader, generation) == ErrorCode.REBALANCE_IN_PROGRESS
+    removed, rebalancing = driver.events[-2:]
+    assert removed.kind == "group_member_removed" and rebalancing.kind == "group_rebalancing"
+    assert f"member {follower} sent no heartbeat for {SESSION_MS} ms" in rebalancing.message
     answer = driver.answer(driver.join(leader))
     assert answer["generation_id"] == generation + 1
     assert [m["member_id"] for m in answer["members"]] == [leader]

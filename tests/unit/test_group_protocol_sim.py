@@ -79,8 +79,7 @@ class Sim:
             if isinstance(effect, Respond):
                 assert effect.token not in self.answers, f"token {effect.token} answered twice"
                 self.answers[effect.token] = effect.body
-            else:
-                assert isinstance(effect, Append)
+            elif isinstance(effect, Append):
                 self.writes.append((self.now + self.rng.randint(1, 200), effect))
 
     def send(self, client: Client, method: str, body: dict[str, Any], what: str) -> None:

@@ -41,6 +41,9 @@ class ReadOptions:
     max_records_per_partition: int | None
     max_offsets_per_trigger: int | None
     poll_timeout_ms: int
+    # A consumer group the streaming read commits each finished batch's end offsets to, so
+    # `rlog group describe` and the TUI show the query's lag; the checkpoint stays the truth.
+    commit_group: str | None = None
 
 
 @dataclass(frozen=True)
@@ -178,7 +181,19 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         max_records_per_partition=_positive_int(lowered, "maxRecordsPerPartition"),
         max_offsets_per_trigger=_positive_int(lowered, "maxOffsetsPerTrigger"),
         poll_timeout_ms=_positive_int(lowered, "kafkaConsumer.pollTimeoutMs") or 120_000,
+        commit_group=_commit_group(lowered, streaming),
     )
+
+
+def _commit_group(lowered: Mapping[str, str], streaming: bool) -> str | None:
+    group = lowered.get("commitgroup")
+    if group is None:
+        return None
+    if not streaming:
+        raise RlogOptionError("option 'commitGroup' is for streaming reads only")
+    if not group.strip():
+        raise RlogOptionError("option 'commitGroup' must name a consumer group")
+    return group.strip()
 
 
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:

@@ -6,14 +6,18 @@ Offsets travel as Spark's Kafka-source JSON, `{"topic": {"0": 23}}`, so they are
 from __future__ import annotations
 
 import json
+import logging
 import re
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from pyspark.sql.datasource import InputPartition
 
 from .options import EARLIEST, LATEST, OffsetSpec, ReadOptions, RlogOptionError, consumer_config
+
+log = logging.getLogger(__name__)
 
 # Every driver-side broker request waits at most this long.
 REQUEST_TIMEOUT_S = 15.0
@@ -72,6 +76,22 @@ def metadata_consumer(options: ReadOptions) -> Iterator[Consumer]:
         consumer.close()
 
 
+def commit_progress(options: ReadOptions, group: str, offsets: Offsets) -> None:
+    """Commit `offsets` to `group` (a member-less commit, as `assign()` consumers make). A
+    failure is logged, not raised: this is a view of the query's progress, not its state."""
+    config = consumer_config(options.client_config) | {"group.id": group}
+    consumer = Consumer(config)
+    try:
+        consumer.commit(
+            offsets=[TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())],
+            asynchronous=False,
+        )
+    except KafkaException as error:
+        log.warning("committing the stream's progress to group %r failed: %s", group, error)
+    finally:
+        consumer.close()
+
+
 def topic_partitions(consumer: Consumer, options: ReadOptions) -> list[TopicPartitionKey]:
     """The topic-partitions the subscription names, sorted."""
     kind, value = options.subscription
@@ -110,10 +130,6 @@ _RETRIABLE = {"NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE", "_TRANSPORT", 
 
 
 def _watermark(consumer: Consumer, key: TopicPartitionKey) -> tuple[int, int]:
-    import time
-
-    from confluent_kafka import KafkaException
-
     deadline = time.monotonic() + 30.0
     while True:
         try:

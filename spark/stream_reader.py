@@ -17,6 +17,7 @@ from .planning import (
     OffsetRange,
     Offsets,
     RlogDataLossError,
+    commit_progress,
     from_json_offsets,
     metadata_consumer,
     resolve,
@@ -68,6 +69,7 @@ class RlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now_target: Offsets | None = None
         # pyspark 4.0 calls latestOffset() without a start: remember where the last batch ended.
         self._last_end: Offsets | None = None
+        self._progress_shown: Offsets | None = None  # what commitGroup last got
 
     # --- driver side ---------------------------------------------------------------------
 
@@ -96,6 +98,10 @@ class RlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         target = self._available_now_target
         latest = dict(target) if target is not None else self._latest()
         begin = from_json_offsets(start) if start is not None else self._last_end
+        if start is not None:
+            # Spark plans a batch only once the previous one is done, so `start` is finished
+            # work. (Spark calls commit() a batch late, and never for the last one.)
+            self._show_progress(begin)
         if begin is not None:
             # A partition new since `begin` starts at 0 (its earliest), as in Spark.
             latest = {key: max(end, begin.get(key, 0)) for key, end in latest.items()}
@@ -135,8 +141,17 @@ class RlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return split_ranges(starting, finish, self.options.max_records_per_partition)
 
     def commit(self, end: dict) -> None:
-        """Nothing to commit: rlog has no consumer groups yet; the checkpoint is the truth."""
+        """Spark finished the batch ending at `end`. The checkpoint is the source of truth; with
+        `commitGroup`, the end offsets also go to that consumer group, for people to watch."""
         self._last_end = from_json_offsets(end)
+        self._show_progress(self._last_end)
+
+    def _show_progress(self, done: Offsets) -> None:
+        """Commit `done` (offsets every finished batch read up to) to `commitGroup`, once."""
+        group = self.options.commit_group
+        if group is not None and done != self._progress_shown:
+            commit_progress(self.options, group, done)
+            self._progress_shown = dict(done)
 
     def _lost(self, message: str) -> None:
         if self.options.fail_on_data_loss:

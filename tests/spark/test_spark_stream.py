@@ -101,3 +101,22 @@ def test_streaming_write_round_trip(spark, spark_cluster, tmp_path) -> None:
     assert query.exception() is None, query.exception()
     got = clients.confluent_consume(spark_cluster.bootstrap, sink, [0], 20)
     assert sorted(m.value for m in got) == sorted(b"%d!" % i for i in range(20))
+
+
+def test_commit_group_shows_the_streams_progress_as_a_consumer_group(
+    spark, spark_cluster, tmp_path
+) -> None:
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    topic = "stream-progress"
+    clients.create_topic(spark_cluster.bootstrap, topic, partitions=2)
+    produce(spark_cluster.bootstrap, topic, 0, 60, 2)
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    options = {"startingOffsets": "earliest", "commitGroup": "dashboard"}
+    run_available_now(spark, spark_cluster.bootstrap, topic, out, checkpoint, **options)
+
+    admin = AdminClient({"bootstrap.servers": spark_cluster.bootstrap})
+    wanted = ConsumerGroupTopicPartitions("dashboard", [TopicPartition(topic, p) for p in (0, 1)])
+    result = admin.list_consumer_group_offsets([wanted])["dashboard"].result(timeout=30)
+    assert {tp.partition: tp.offset for tp in result.topic_partitions} == {0: 30, 1: 30}

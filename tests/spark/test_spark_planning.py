@@ -40,6 +40,12 @@ def test_option_errors() -> None:
     parsed = parse_read_options({**base, "Subscribe": "t", "kafka.Client.Id": "c"}, streaming=True)
     assert parsed.client_config == {"bootstrap.servers": "x:1", "client.id": "c"}
     assert parsed.starting.kind == "latest" and parsed.fail_on_data_loss
+    with pytest.raises(RlogOptionError, match="streaming reads only"):
+        parse_read_options({**base, "subscribe": "t", "commitGroup": "g"}, streaming=False)
+    with pytest.raises(RlogOptionError, match="must name a consumer group"):
+        parse_read_options({**base, "subscribe": "t", "commitGroup": " "}, streaming=True)
+    parsed = parse_read_options({**base, "subscribe": "t", "commitGroup": "g"}, streaming=True)
+    assert parsed.commit_group == "g"
 
 
 @pytest.mark.integration

@@ -286,6 +286,53 @@ def build_batch(
     return bytes(batch)
 
 
+def rebuild_batch(header: BatchHeader, records: Sequence[Record]) -> bytes:
+    """The batch `header` describes, holding only `records` (some of its own, in order): what the
+    log cleaner writes. Offsets stay where they were (each record's delta from the same
+    baseOffset), and so do lastOffsetDelta and the producer fields, so idempotent-producer state
+    read back from headers is unchanged. With no records left it is a bare header, as Kafka keeps
+    for a producer's last batch (uncompressed: a codec's empty frame would not be empty).
+    """
+    body = bytearray()
+    for record in records:
+        offset_delta = record.offset - header.base_offset
+        if not 0 <= offset_delta <= header.last_offset_delta:
+            raise ValueError(f"record at offset {record.offset} is outside {header}")
+        timestamp_delta = record.timestamp - header.base_timestamp
+        key, value = record.key, record.value
+        _encode_record(body, offset_delta, timestamp_delta, key, value, record.headers)
+    attributes = header.attributes
+    if records:
+        payload = _compress(Compression(header.compression), bytes(body))
+    else:
+        payload, attributes = b"", attributes & ~_COMPRESSION_MASK
+    max_timestamp = header.max_timestamp
+    if header.timestamp_type is TimestampType.CREATE_TIME:
+        # The largest timestamp kept (Kafka's choice too); an empty batch keeps the old one.
+        max_timestamp = max((record.timestamp for record in records), default=max_timestamp)
+    batch = bytearray(BATCH_HEADER_SIZE)
+    _HEADER.pack_into(
+        batch,
+        0,
+        header.base_offset,
+        BATCH_HEADER_SIZE - LOG_OVERHEAD + len(payload),
+        header.partition_leader_epoch,
+        MAGIC_V2,
+        0,  # the CRC, written once the rest is in place
+        attributes,
+        header.last_offset_delta,
+        header.base_timestamp,
+        max_timestamp,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        len(records),
+    )
+    batch += payload
+    _write_crc(batch, 0)
+    return bytes(batch)
+
+
 def build_end_txn_marker(
     control_type: ControlType,
     *,

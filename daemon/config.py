@@ -61,6 +61,8 @@ _BROKER_KEYS: dict[str, tuple[str, type]] = {
     "log.flush.offset.checkpoint.interval.ms": ("log_flush_offset_checkpoint_interval_ms", int),
     "log.message.timestamp.type": ("log_message_timestamp_type", str),
     "log.cleanup.policy": ("log_cleanup_policy", str),
+    "log.cleaner.enable": ("log_cleaner_enable", bool),
+    "log.cleaner.backoff.ms": ("log_cleaner_backoff_ms", int),
     # Replication: defaults of the per-topic configs, and the replicas' own settings.
     "min.insync.replicas": ("min_insync_replicas", int),
     "unclean.leader.election.enable": ("unclean_leader_election_enable", bool),
@@ -110,6 +112,8 @@ class BrokerSettings:
     log_flush_offset_checkpoint_interval_ms: int = 60_000
     log_message_timestamp_type: str = "CreateTime"
     log_cleanup_policy: str = "delete"
+    log_cleaner_enable: bool = True
+    log_cleaner_backoff_ms: int = 15_000
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
     replica_lag_time_max_ms: int = 30_000
@@ -256,6 +260,8 @@ def broker_settings(table: dict[str, Any]) -> BrokerSettings:
         )
     if settings.socket_request_max_bytes <= settings.message_max_bytes:
         raise ConfigError("[broker] socket.request.max.bytes: must exceed message.max.bytes")
+    if settings.log_cleaner_backoff_ms < 1:
+        raise ConfigError("[broker] log.cleaner.backoff.ms: must be at least 1")
     return settings
 
 

@@ -16,6 +16,7 @@ from rlog.core.limits import (
 )
 
 WEEK_MS = 7 * 24 * 60 * 60 * 1000
+DAY_MS = 24 * 60 * 60 * 1000
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
 
@@ -36,7 +37,10 @@ class LogConfig:
     flush_ms: int = LONG_MAX  # flush.ms; the default never flushes by time
     message_max_bytes: int = MESSAGE_MAX_BYTES  # max.message.bytes, per batch
     message_timestamp_type: str = CREATE_TIME  # message.timestamp.type
-    cleanup_policy: str = "delete"  # cleanup.policy; compaction is not implemented yet
+    cleanup_policy: str = "delete"  # cleanup.policy: delete, compact or compact,delete
+    delete_retention_ms: int = DAY_MS  # delete.retention.ms: how long tombstones stay
+    min_compaction_lag_ms: int = 0  # min.compaction.lag.ms: records stay uncompacted this long
+    min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio, in [0, 1]
 
     def __post_init__(self) -> None:
         for name, (field_name, _, bounds) in _PROPERTIES.items():
@@ -50,6 +54,11 @@ class LogConfig:
             raise ValueError(
                 f"invalid value '{self.message_timestamp_type}' for message.timestamp.type: "
                 f"must be {CREATE_TIME} or {LOG_APPEND_TIME}"
+            )
+        ratio = self.min_cleanable_dirty_ratio
+        if type(ratio) not in (int, float) or not 0 <= ratio <= 1:
+            raise ValueError(
+                f"invalid value '{ratio}' for min.cleanable.dirty.ratio: must be in [0, 1]"
             )
         if self.cleanup_policy not in CLEANUP_POLICIES:
             raise ValueError(
@@ -67,6 +76,11 @@ class LogConfig:
         return "delete" in self.cleanup_policy
 
     @property
+    def compacts(self) -> bool:
+        """The log cleaner keeps only the latest record per key when the policy includes compact."""
+        return "compact" in self.cleanup_policy
+
+    @property
     def offset_index_entries_max(self) -> int:
         return self.index_size_max_bytes // 8
 
@@ -79,7 +93,7 @@ class LogConfig:
         cls, properties: Mapping[str, str], base: LogConfig | None = None
     ) -> LogConfig:
         """`base` (or the defaults) with these topic configs applied; ValueError on bad input."""
-        changes: dict[str, int | str] = {}
+        changes: dict[str, int | float | str] = {}
         for name, text in properties.items():
             if name not in _PROPERTIES:
                 raise ValueError(f"unknown log config '{name}'")
@@ -100,6 +114,16 @@ def _parse_int(name: str, text: str) -> int:
     return int(text.strip())
 
 
+def _parse_ratio(name: str, text: str) -> float:
+    try:
+        value = float(text.strip())
+    except ValueError:
+        raise ValueError(f"invalid value '{text}' for {name}: not a number") from None
+    if value != value:  # NaN passes no range check
+        raise ValueError(f"invalid value '{text}' for {name}: not a number")
+    return value
+
+
 def _parse_timestamp_type(name: str, text: str) -> str:
     return text.strip()
 
@@ -110,7 +134,7 @@ def _parse_cleanup_policy(name: str, text: str) -> str:
     return ",".join(parts)
 
 
-Parser = Callable[[str, str], int | str]
+Parser = Callable[[str, str], int | float | str]
 
 # Kafka topic config name -> (LogConfig field, parser, inclusive bounds of an integer). The bounds
 # are Kafka's, except segment.bytes, which also stays below 2 GiB for 32-bit index positions.
@@ -126,6 +150,10 @@ _PROPERTIES: dict[str, tuple[str, Parser, tuple[int, int] | None]] = {
     "max.message.bytes": ("message_max_bytes", _parse_int, (0, INT_MAX)),
     "message.timestamp.type": ("message_timestamp_type", _parse_timestamp_type, None),
     "cleanup.policy": ("cleanup_policy", _parse_cleanup_policy, None),
+    "delete.retention.ms": ("delete_retention_ms", _parse_int, (0, LONG_MAX)),
+    "min.compaction.lag.ms": ("min_compaction_lag_ms", _parse_int, (0, LONG_MAX)),
+    # A float: checked in __post_init__, as the bounds here are for integers.
+    "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", _parse_ratio, None),
 }
 
 # The topic configs LogConfig owns; the broker handles the others (min.insync.replicas, ...).

@@ -24,9 +24,13 @@ from rlog.core.storage.segment import (
     segment_file_name,
 )
 
+# The log cleaner's suffixes (cleaner.py): a segment is written as `.cleaned` files, renamed to
+# `.swap` (the `.log.swap` rename is the commit point), then to the live names.
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
 # Leftovers of an interrupted operation: Kafka's deletion, cleaning and swap suffixes, and files
-# replace_atomically did not finish.
-LEFTOVER_SUFFIXES = (".deleted", ".cleaned", ".swap", TMP_SUFFIX)
+# replace_atomically did not finish. Committed swaps are completed before these go.
+LEFTOVER_SUFFIXES = (".deleted", CLEANED_SUFFIX, SWAP_SUFFIX, TMP_SUFFIX)
 INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, ".txnindex")
 _BASE_OFFSET_DIGITS = 20
 
@@ -56,7 +60,7 @@ def load_log(
     now_ms: int,
 ) -> LoadedLog:
     fs.makedirs(dir_path)
-    base_offsets, indexed = _list_segments(fs, dir_path)
+    base_offsets, indexed = _list_segments(fs, dir_path, config, now_ms)
     if not base_offsets:
         segment = LogSegment.create(fs, dir_path, log_start_offset, config)
         return LoadedLog([segment], log_start_offset, log_start_offset, RecoverySummary())
@@ -94,11 +98,14 @@ def load_log(
     )
 
 
-def _list_segments(fs: FileSystem, dir_path: str) -> tuple[list[int], set[int]]:
+def _list_segments(
+    fs: FileSystem, dir_path: str, config: LogConfig, now_ms: int
+) -> tuple[list[int], set[int]]:
     """Base offsets of the `.log` files, sorted, and those that have both index files.
 
     Removes leftovers and index files whose `.log` is gone.
     """
+    _finish_swaps(fs, dir_path, config, now_ms)
     names = fs.listdir(dir_path)
     log_bases: set[int] = set()
     index_files: dict[int, set[str]] = {}
@@ -107,7 +114,7 @@ def _list_segments(fs: FileSystem, dir_path: str) -> tuple[list[int], set[int]]:
             fs.remove(os.path.join(dir_path, name))
             continue
         stem, suffix = os.path.splitext(name)
-        if len(stem) != _BASE_OFFSET_DIGITS or not (stem.isascii() and stem.isdigit()):
+        if not _is_base_offset(stem):
             continue  # not a segment file: checkpoints, partition metadata
         if suffix == LOG_SUFFIX:
             log_bases.add(int(stem))
@@ -123,3 +130,38 @@ def _list_segments(fs: FileSystem, dir_path: str) -> tuple[list[int], set[int]]:
         if {INDEX_SUFFIX, TIME_INDEX_SUFFIX} <= suffixes
     }
     return sorted(log_bases), indexed
+
+
+def _finish_swaps(fs: FileSystem, dir_path: str, config: LogConfig, now_ms: int) -> None:
+    """Complete the cleaner's swaps that reached their commit point (a `.log.swap` exists):
+    delete the old segments inside the new segment's offsets, then give the new one its live
+    names, indexes first, as Log.replace_segments does. Its indexes are rebuilt on the way (some
+    may already have been renamed). Any other `.swap` or `.cleaned` file is a leftover.
+    """
+    names = fs.listdir(dir_path)
+    committed = sorted(
+        int(name.split(".")[0])
+        for name in names
+        if name.endswith(LOG_SUFFIX + SWAP_SUFFIX) and _is_base_offset(name.split(".")[0])
+    )
+    if not committed:
+        return
+    live_bases = sorted(
+        int(name[: -len(LOG_SUFFIX)])
+        for name in names
+        if name.endswith(LOG_SUFFIX) and _is_base_offset(name[: -len(LOG_SUFFIX)])
+    )
+    for base_offset in committed:
+        segment = LogSegment.open(fs, dir_path, base_offset, config, swap_suffix=SWAP_SUFFIX)
+        segment.recover(now_ms)  # its end, and indexes that match it
+        for inner in live_bases:
+            if base_offset < inner < segment.next_offset:
+                LogSegment.open(fs, dir_path, inner, config).delete()
+        fs.sync_dir(dir_path)
+        segment.rename_files("")
+        segment.close()
+    fs.sync_dir(dir_path)
+
+
+def _is_base_offset(stem: str) -> bool:
+    return len(stem) == _BASE_OFFSET_DIGITS and stem.isascii() and stem.isdigit()

@@ -8,8 +8,9 @@ above it (loader.py).
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 from rlog.core.records import (
     BatchHeader,
@@ -23,7 +24,7 @@ from rlog.core.records import (
 )
 from rlog.core.storage.config import LogConfig
 from rlog.core.storage.files import Buffer, FileSlice, FileSystem
-from rlog.core.storage.loader import RecoverySummary, load_log
+from rlog.core.storage.loader import SWAP_SUFFIX, RecoverySummary, load_log
 from rlog.core.storage.segment import LogSegment
 
 
@@ -37,6 +38,10 @@ class RecordTooLargeError(Exception):
 
 class OffsetOutOfOrderError(Exception):
     """Batches appended as they are (a follower's) do not continue from the LEO."""
+
+
+class StaleCleaningError(Exception):
+    """The segments a cleaning pass rewrote changed meanwhile (retention, truncation)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +97,8 @@ class Log:
         self._first_unflushed_ms = now_ms
         # Segment files created since the last flush: their names need a directory fsync.
         self._dir_needs_sync = True
+        # Counts truncations, so a cleaning pass planned before one knows its work is stale.
+        self._truncations = 0
 
     # ---- state ----
 
@@ -103,6 +110,10 @@ class Log:
         self._config = config
         for segment in self._segments:
             segment.config = config
+
+    @property
+    def fs(self) -> FileSystem:
+        return self._fs
 
     @property
     def log_start_offset(self) -> int:
@@ -131,6 +142,10 @@ class Log:
     @property
     def active_segment(self) -> LogSegment:
         return self._segments[-1]
+
+    @property
+    def truncations(self) -> int:
+        return self._truncations
 
     # ---- appending ----
 
@@ -306,6 +321,59 @@ class Log:
             self._dir_needs_sync = False
         self._recovery_point = target
 
+    # ---- compaction ----
+
+    def replace_segments(
+        self, old: Sequence[LogSegment], new: Sequence[LogSegment], *, truncations: int
+    ) -> None:
+        """Swap in the log cleaner's segments (cleaner.py): `old` is a run of sealed segments,
+        `new` covers the same offsets, each new segment replacing the old ones from its base
+        offset to the next new one's; files written under the `.cleaned` suffix and fsync'd.
+
+        Crash-safe as Kafka's swap: every new file goes `.cleaned` -> `.swap` (the `.log.swap`
+        rename commits a segment; loader.py finishes committed swaps, removing the old segments
+        inside their range, and drops the rest), then the old segments inside its range are
+        deleted, then it takes its live names, replacing its base's old files in one rename.
+        Offsets, the log start and the recovery point do not change. StaleCleaningError (nothing
+        renamed) if `old` is no longer what this log holds, or it was truncated since
+        `truncations` was read.
+        """
+        if truncations != self._truncations:
+            raise StaleCleaningError(f"{self}: truncated while being cleaned")
+        first = next((i for i, s in enumerate(self._segments) if s is old[0]), None)
+        if first is None or first + len(old) >= len(self._segments):
+            raise StaleCleaningError(f"{old[0]} is no longer a sealed segment of {self}")
+        if any(a is not b for a, b in zip(old, self._segments[first:], strict=False)):
+            raise StaleCleaningError(f"segments of {self} changed while being cleaned")
+        _check_covers(old, new)
+        try:
+            for new_segment in new:
+                new_segment.rename_files(SWAP_SUFFIX)
+            self._fs.sync_dir(self.dir_path)  # the commit point of every segment in `new`
+        except OSError:
+            # Not committed in memory: drop the new files, or a restart would finish their swap.
+            for new_segment in new:
+                new_segment.delete()
+            raise
+        new_bases = {segment.base_offset for segment in new}
+        try:
+            for old_segment in old:
+                if old_segment.base_offset not in new_bases:
+                    old_segment.delete()  # inside a new segment's range, before it goes live
+            self._fs.sync_dir(self.dir_path)  # no new segment may be seen overlapping an old one
+            for new_segment in new:
+                new_segment.rename_files("")
+            self._fs.sync_dir(self.dir_path)
+        finally:
+            # Committed: from here the new segments are the log's, even if a step above failed
+            # (a restart finishes what is left: loader.py).
+            for new_segment in new:
+                new_segment.config = self._config
+            for old_segment in old:
+                if old_segment.base_offset in new_bases:
+                    old_segment.release()
+            self._segments[first : first + len(old)] = new
+
     # ---- retention and truncation ----
 
     def delete_retained_segments(self, now_ms: int) -> int:
@@ -358,6 +426,7 @@ class Log:
         """Drop every batch holding an offset >= `offset` (a follower's divergent tail)."""
         if offset >= self.log_end_offset:
             return
+        self._truncations += 1
         if offset < self._log_start_offset:
             self.truncate_fully_and_start_at(offset)
             return
@@ -373,6 +442,7 @@ class Log:
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete everything; the log restarts empty at `offset`."""
+        self._truncations += 1
         for segment in self._segments:
             segment.delete()  # before create: the new segment may reuse a name
         self._segments = [LogSegment.create(self._fs, self.dir_path, offset, self._config)]
@@ -390,6 +460,16 @@ class Log:
             f"Log({self.dir_path!r}, log_start_offset={self._log_start_offset}, "
             f"log_end_offset={self.log_end_offset}, recovery_point={self._recovery_point})"
         )
+
+
+def _check_covers(old: Sequence[LogSegment], new: Sequence[LogSegment]) -> None:
+    """`new` starts and ends where `old` does, each new segment at an old segment's base."""
+    old_bases = {segment.base_offset for segment in old}
+    assert new and new[0].base_offset == old[0].base_offset, (old, new)
+    assert new[-1].next_offset == old[-1].next_offset, (old, new)
+    assert all(segment.base_offset in old_bases for segment in new), (old, new)
+    for before, after in pairwise(new):
+        assert before.next_offset == after.base_offset, (old, new)
 
 
 def _retention_timestamp(segment: LogSegment, now_ms: int) -> int:

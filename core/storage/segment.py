@@ -2,7 +2,8 @@
 
 Work is per batch: reads walk 61-byte headers, never records. Batches in a segment are contiguous
 (each starts at the previous one's next offset) because rlog writes no gaps; recovery relies on it
-to tell a stale but well-formed tail from data.
+to tell a stale but well-formed tail from data. (The log cleaner keeps it so: the batches it
+removes leave an empty batch covering their offsets, see cleaner.py.)
 """
 
 from __future__ import annotations
@@ -33,6 +34,14 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
 
+def _segment_paths(dir_path: str, base_offset: int, swap_suffix: str) -> list[str]:
+    """The .log, .index and .timeindex paths, each followed by `swap_suffix`."""
+    return [
+        os.path.join(dir_path, segment_file_name(base_offset, suffix) + swap_suffix)
+        for suffix in SEGMENT_SUFFIXES
+    ]
+
+
 class LogSegment:
     def __init__(
         self,
@@ -42,12 +51,11 @@ class LogSegment:
         config: LogConfig,
         *,
         create: bool,
+        swap_suffix: str = "",
     ) -> None:
         self._fs = fs
-        self._paths = [
-            os.path.join(dir_path, segment_file_name(base_offset, suffix))
-            for suffix in SEGMENT_SUFFIXES
-        ]
+        self._dir_path = dir_path
+        self._paths = _segment_paths(dir_path, base_offset, swap_suffix)
         log_path, index_path, time_index_path = self._paths
         self.base_offset = base_offset
         self._config = config
@@ -68,19 +76,35 @@ class LogSegment:
 
     @classmethod
     def create(
-        cls, fs: FileSystem, dir_path: str, base_offset: int, config: LogConfig
+        cls,
+        fs: FileSystem,
+        dir_path: str,
+        base_offset: int,
+        config: LogConfig,
+        *,
+        swap_suffix: str = "",
     ) -> LogSegment:
-        """A new empty segment; leftover files with its name are emptied."""
-        segment = cls(fs, dir_path, base_offset, config, create=True)
+        """A new empty segment; leftover files with its name are emptied. With `swap_suffix`
+        (".cleaned") every file name gets it: a segment the cleaner builds beside the live one.
+        """
+        segment = cls(fs, dir_path, base_offset, config, create=True, swap_suffix=swap_suffix)
         segment._log.truncate(0)
         segment._offset_index.reset()
         segment._time_index.reset()
         return segment
 
     @classmethod
-    def open(cls, fs: FileSystem, dir_path: str, base_offset: int, config: LogConfig) -> LogSegment:
+    def open(
+        cls,
+        fs: FileSystem,
+        dir_path: str,
+        base_offset: int,
+        config: LogConfig,
+        *,
+        swap_suffix: str = "",
+    ) -> LogSegment:
         """An existing segment's files; call load() or recover() before using it."""
-        return cls(fs, dir_path, base_offset, config, create=False)
+        return cls(fs, dir_path, base_offset, config, create=False, swap_suffix=swap_suffix)
 
     # ---- state ----
 
@@ -364,6 +388,24 @@ class LogSegment:
         for path in self._paths:  # the .log first: a crash in between leaves only index orphans
             if self._fs.exists(path):
                 self._fs.remove(path)
+        self._offset_index.close()
+        self._time_index.close()
+
+    def rename_files(self, swap_suffix: str) -> None:
+        """Rename the files to end in `swap_suffix` ("" for the live names); open files stay
+        valid. The indexes go first and the .log last: a `.log.swap` marks a finished swap, and
+        by then its indexes are in place (loader.py completes or drops the rest).
+        """
+        new_paths = _segment_paths(self._dir_path, self.base_offset, swap_suffix)
+        for index in (1, 2, 0):
+            self._fs.rename(self._paths[index], new_paths[index])
+        self._paths = new_paths
+
+    def release(self) -> None:
+        """Forget a segment whose files a swap replaced: close its indexes, never unlink (the
+        names now hold the new segment). The log file stays open for in-flight FileSlices and
+        closes with its last reference, as in delete().
+        """
         self._offset_index.close()
         self._time_index.close()
 

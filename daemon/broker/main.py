@@ -18,6 +18,7 @@ from rlog.daemon.broker.faults import CONTROLLER, Faults
 from rlog.daemon.broker.fetcher import ReplicaFetchers
 from rlog.daemon.broker.groups import GroupService
 from rlog.daemon.broker.handlers import Handlers
+from rlog.daemon.broker.log_cleaner import LogCleaner, clean_limit
 from rlog.daemon.broker.producer_ids import ProducerIdAllocator
 from rlog.daemon.broker.replica_manager import ReplicaManager, now_ms
 from rlog.daemon.broker.server import BrokerServer
@@ -159,12 +160,23 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
             _every(HW_CHECKPOINT_INTERVAL_MS, "checkpoint", replicas.checkpoint_high_watermarks)
         ),
     ]
+    # Compaction of cleanup.policy=compact logs (user topics, __consumer_offsets) on leaders.
+    cleaner = LogCleaner(
+        logs,
+        faults.file_system,
+        lambda key: clean_limit(replicas.replica(*key)),
+        now_ms,
+        settings.log_cleaner_backoff_ms,
+    )
+    if settings.log_cleaner_enable:
+        duties.append(asyncio.create_task(cleaner.run()))
     await stop.wait()
     log.info("broker %d shutting down: asking the controller to move its leaderships", args.id)
     if not await link.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_S):
         log.warning("controlled shutdown did not finish in time; stopping anyway")
     for duty in duties:
         duty.cancel()
+    await cleaner.stop()  # a segment rewrite may still run in its thread
     fetchers.close()
     groups.close()
     await server.close()

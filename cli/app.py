@@ -22,7 +22,7 @@ except ImportError:  # pragma: no cover - depends on the installed typer
     from click import exceptions as click_errors  # type: ignore[no-redef]
 
 from rlog import __version__
-from rlog.cli import bench, chaos, cluster, config, consume, events, manpages, produce, topic
+from rlog.cli import bench, chaos, cluster, config, consume, events, group, manpages, produce, topic
 from rlog.cli.discovery import ENV_BOOTSTRAP, ENV_DATA_DIR, Settings, default_data_dir
 from rlog.cli.terminal import CliError, ColorMode, ExitCode, Terminal, one_line
 
@@ -39,6 +39,7 @@ app.add_typer(cluster.app, name="cluster")
 app.add_typer(topic.app, name="topic")
 app.command("produce", no_args_is_help=True)(produce.produce)
 app.command("consume", no_args_is_help=True)(consume.consume)
+app.add_typer(group.app, name="group")
 app.add_typer(bench.app, name="bench")
 app.add_typer(chaos.app, name="chaos")
 app.add_typer(config.app, name="config")

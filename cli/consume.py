@@ -1,21 +1,39 @@
 r"""``rlog consume TOPIC``: print records as kcat -C / rpk topic consume do.
 
-Partitions are *assigned* (no consumer group: the broker has no group APIs yet and nothing is
-committed). confluent-kafka refuses to build a consumer without ``group.id``, so one is set
-(``rlog-cli``) but never used: with ``assign()``, explicit start offsets and
-``enable.auto.commit=false`` the client sends no group request at all.
+Without ``--group``, partitions are *assigned* (no consumer group, nothing is committed).
+confluent-kafka refuses to build a consumer without ``group.id``, so one is set (``rlog-cli``)
+but never used: with ``assign()``, explicit start offsets and ``enable.auto.commit=false`` the
+client sends no group request at all.
 
-Offsets follow rpk's ``-o`` (``start|end|N|+N|-N|a:b|:end|@ts|@t1:t2``) with kcat's aliases;
-``--format`` takes rpk/kcat tokens (``%t %p %o %k %v %s %T %d %h %e %K %S %%``, ``\t \n``).
+With ``--group G`` (kcat -G, rpk ``consume -g``, kafka-console-consumer ``--group``) the
+consumer *subscribes*: it joins G, the group's coordinator shares the topic's partitions among
+G's members (and rebalances them as members come and go), and each partition starts at G's
+committed offset, or where ``auto.offset.reset`` says when G has none (``--from-beginning`` /
+``-o start`` set it to earliest, ``-o end`` to latest, ``-o stored`` leaves Kafka's default,
+latest). Offsets are *stored* only once a record has been written to stdout and flushed, so
+neither mode commits a record that was not printed:
+
+* auto-commit (default): librdkafka commits the stored offsets every
+  ``auto.commit.interval.ms`` (5 s), on a rebalance and on close;
+* ``--no-auto-commit``: each written batch's offsets (last offset + 1 per partition) are
+  committed synchronously before the next batch is read (at-least-once).
+
+Offsets follow rpk's ``-o`` (``start|end|N|+N|-N|a:b|:end|@ts|@t1:t2``) with kcat's aliases
+(``beginning|end|stored``); ``--format`` takes rpk/kcat tokens (``%t %p %o %k %v %s %T %d %h %e
+%K %S %%``, ``\t \n``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import signal
+import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from types import FrameType
 from typing import Annotated, Any
 
 import typer
@@ -57,7 +75,8 @@ _DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000
 
 @dataclass(frozen=True)
 class Bound:
-    """One side of an offset range: kind is start|end|exact|after_start|before_end|timestamp."""
+    """One side of an offset range: kind is start|end|exact|after_start|before_end|timestamp,
+    or stored (the consumer group's committed offset; a start only)."""
 
     kind: str
     value: int = 0
@@ -98,8 +117,8 @@ def parse_offset(text: str, now_ms: int | None = None) -> OffsetRange:
     """rpk's ``-o`` grammar, plus kcat's ``beginning`` and ``end``."""
     now = int(time.time() * 1000) if now_ms is None else now_ms
     text = text.strip()
-    if text.lower() == "stored":
-        raise ValueError("'stored' offsets need consumer groups, which rlog does not support yet")
+    if text.lower() == "stored":  # kcat: the group's committed offset (needs --group)
+        return OffsetRange(Bound("stored"), None)
     if text.startswith("@"):
         left, sep, right = text[1:].partition(":")
         start = Bound("timestamp", _timestamp_ms(left, now)) if left else Bound("start")
@@ -116,6 +135,32 @@ def parse_offset(text: str, now_ms: int | None = None) -> OffsetRange:
     if right.isdigit():
         return OffsetRange(start, Bound("exact", int(right)))
     raise ValueError(f"bad offset {text!r}")
+
+
+# With --group the coordinator assigns partitions and each starts at the group's committed
+# offset: -o only chooses auto.offset.reset, for partitions the group has no offset for yet.
+_GROUP_RESETS = {"start": "earliest", "end": "latest", "stored": None}
+
+
+def group_offset_reset(
+    spec: OffsetRange, offset_text: str | None, partitions: Sequence[int] | None
+) -> str | None:
+    """The ``auto.offset.reset`` a ``--group`` consume uses (None: Kafka's default, latest),
+    or a usage error for flags that make no sense in a group (as rpk ``consume -g``)."""
+    if partitions:
+        raise CliError(
+            "--partition cannot be used with --group: the group's coordinator assigns "
+            "partitions to its members (drop --group to read chosen partitions)",
+            ExitCode.USAGE,
+        )
+    if spec.stop is not None or spec.start.kind not in _GROUP_RESETS:
+        raise CliError(
+            f"--offset {offset_text} cannot be used with --group: a group member starts at the "
+            "group's committed offset (-o start|end|stored only choose where a partition "
+            "without one starts; move the group with 'rlog group reset-offsets')",
+            ExitCode.USAGE,
+        )
+    return _GROUP_RESETS[spec.start.kind]
 
 
 @dataclass
@@ -273,8 +318,10 @@ def consume(
         typer.Option(
             "--offset",
             "-o",
-            help="start|end|N|+N|-N|a:b|:end|@ts|@t1:t2 (rpk's -o) [default: end, "
-            "or start with --from-beginning]",
+            help="start|end|N|+N|-N|a:b|:end|@ts|@t1:t2 (rpk's -o), stored (with --group) "
+            "[default: end, or start with --from-beginning; with --group: the group's "
+            "committed offsets, and start|end|stored only choose where a partition without "
+            "one starts]",
             show_default=False,
         ),
     ] = None,
@@ -303,12 +350,36 @@ def consume(
     exit_at_end: Annotated[
         bool,
         typer.Option(
-            "--exit-at-end", "-e", help="Exit when every partition reaches its end (kcat -e)"
+            "--exit-at-end",
+            "-e",
+            help="Exit when every partition reaches its end (kcat -e); with --group, every "
+            "partition assigned to this member",
         ),
     ] = False,
     json_out: Annotated[
         bool, typer.Option("--json", help="One JSON record per line, as rpk prints them.")
     ] = False,
+    group: Annotated[
+        str | None,
+        typer.Option(
+            "--group",
+            "-g",
+            help="Consume as a member of consumer group G (kcat -G, rpk -g): subscribe, share "
+            "the partitions with G's other members, start at G's committed offsets and commit "
+            "what was printed. No --partition, and --offset only start|end|stored.",
+            show_default=False,
+        ),
+    ] = None,
+    auto_commit: Annotated[
+        bool | None,
+        typer.Option(
+            "--auto-commit/--no-auto-commit",
+            help="With --group: commit the printed records' offsets every "
+            "auto.commit.interval.ms (5 s) and on exit [default], or after each written and "
+            "flushed batch, synchronously (at-least-once).",
+            show_default=False,
+        ),
+    ] = None,
     properties: Annotated[
         list[str] | None,
         typer.Option(
@@ -318,7 +389,10 @@ def consume(
     bootstrap: BootstrapOption = None,
     data_dir: DataDirOption = None,
 ) -> None:
-    """Print TOPIC's records to stdout until Ctrl-C, --max-messages or -e."""
+    """Print TOPIC's records to stdout until Ctrl-C, --max-messages or -e.
+
+    With --group G the records are read as a member of consumer group G, from its committed
+    offsets, and what was printed is committed (on exit too); see 'rlog group'."""
     settings = settings_of(ctx).override(bootstrap, data_dir)
     if from_beginning and offset is not None:
         raise CliError("use either --from-beginning or --offset, not both", ExitCode.USAGE)
@@ -326,10 +400,44 @@ def consume(
         spec = parse_offset(offset or ("start" if from_beginning else "end"))
     except ValueError as exc:
         raise CliError(f"--offset: {exc}", ExitCode.USAGE) from None
+    reset: str | None = None
+    if group is None:
+        if spec.start.kind == "stored":
+            raise CliError(
+                "--offset stored needs --group: it means the group's committed offsets",
+                ExitCode.USAGE,
+            )
+        if auto_commit is not None:
+            flag = "--auto-commit" if auto_commit else "--no-auto-commit"
+            raise CliError(
+                f"{flag} needs --group: without one nothing is committed", ExitCode.USAGE
+            )
+    elif not group.strip():
+        raise CliError("--group needs a non-empty group id", ExitCode.USAGE)
+    else:
+        reset = group_offset_reset(spec, offset, partition)
     render = render_json if json_out else compile_format(output_format)
 
     address = resolve_bootstrap(settings)
     check_reachable(address, settings.timeout_s)
+    if group is not None:
+        member = GroupMember(group, auto_commit is not False, exit_at_end)
+        consumer = _group_consumer(settings, address, properties, member, reset)
+        try:
+            topic_partitions(consumer, topic, bootstrap=address, timeout_s=settings.timeout_s)
+            _run_group(
+                consumer,
+                settings.terminal,
+                topic,
+                member,
+                render,
+                max_messages,
+                address,
+                assignment_wait_s=settings.timeout_s,
+            )
+        finally:
+            close_quietly(consumer)  # leaves the group; with auto-commit, commits first
+        return
     consumer = _consumer(settings, address, properties, eof=True)
     try:
         available = topic_partitions(
@@ -440,4 +548,236 @@ def _on_error(
         KafkaError.TOPIC_AUTHORIZATION_FAILED,
     }:
         raise kafka_error(error, bootstrap=address, action="consume", topic=progress.topic)
+    terminal.warn(f"{error.name()}: {error.str()}")
+
+
+# -- consuming as a group member (--group) ------------------------------------------------
+
+
+@dataclass
+class GroupMember:
+    """A ``--group`` consume: what the coordinator assigned to this member, and which of
+    those partitions ``-e`` has seen the end of."""
+
+    group: str
+    auto_commit: bool
+    exit_at_end: bool
+    assigned: set[int] = field(default_factory=set)
+    at_end: set[int] = field(default_factory=set)
+    rebalancing: bool = True  # until the first assignment, and between revoke and assign
+    ever_assigned: bool = False
+    printed: int = 0
+
+    def on_assign(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Eager assignors give the whole new assignment, cooperative ones what is added."""
+        self.assigned |= {tp.partition for tp in partitions}
+        self.rebalancing = False
+        self.ever_assigned = True
+
+    def on_revoke(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        gone = {tp.partition for tp in partitions}
+        self.assigned -= gone
+        self.at_end -= gone
+        self.rebalancing = True
+
+    def finished(self) -> bool:
+        """-e: every partition assigned to this member has reached its end."""
+        return self.exit_at_end and not self.rebalancing and self.assigned <= self.at_end
+
+
+def _group_consumer(
+    settings: Settings,
+    address: str,
+    properties: list[str] | None,
+    member: GroupMember,
+    offset_reset: str | None,
+) -> Consumer:
+    config: dict[str, Any] = {
+        "group.id": member.group,
+        "enable.auto.commit": member.auto_commit,
+        # Offsets are stored by hand once their records are written: librdkafka's automatic
+        # store would mark records consumed that -n or a broken pipe left unprinted.
+        "enable.auto.offset.store": False,
+        "enable.partition.eof": member.exit_at_end,
+    }
+    if offset_reset is not None:
+        config["auto.offset.reset"] = offset_reset
+    config.update(parse_properties(properties or []))
+    member.auto_commit = str(config["enable.auto.commit"]).lower() in {"true", "1"}
+    try:
+        return Consumer(client_config(settings, address, config, role="consumer"))
+    except (KafkaException, ValueError, TypeError) as exc:
+        raise CliError(f"bad consumer configuration: {exc}", ExitCode.USAGE) from None
+
+
+def next_offsets(messages: Sequence[Message]) -> list[TopicPartition]:
+    """What to commit after writing ``messages``: per partition, the last offset + 1 (with
+    that record's leader epoch, as Kafka's consumers commit it)."""
+    last: dict[tuple[str, int], Message] = {}
+    for message in messages:
+        key = (message.topic(), message.partition())
+        if key not in last or message.offset() > last[key].offset():
+            last[key] = message
+    offsets = []
+    for (topic, partition), message in sorted(last.items()):
+        epoch = message.leader_epoch()
+        if epoch is None or epoch < 0:
+            offsets.append(TopicPartition(topic, partition, message.offset() + 1))
+        else:
+            offsets.append(
+                TopicPartition(topic, partition, message.offset() + 1, leader_epoch=epoch)
+            )
+    return offsets
+
+
+def _commit_written(
+    consumer: Consumer, terminal: Terminal, member: GroupMember, written: Sequence[Message]
+) -> None:
+    """Store (auto-commit) or commit synchronously the offsets of records already written."""
+    offsets = next_offsets(written)
+    if not offsets:
+        return
+    if member.auto_commit:
+        # Fails only for a partition revoked meanwhile: its new owner reads those again.
+        with contextlib.suppress(KafkaException):
+            consumer.store_offsets(offsets=offsets)
+        return
+    try:
+        results = consumer.commit(offsets=offsets, asynchronous=False)
+    except KafkaException as exc:
+        error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+        reason = f"{error.name()}: {error.str()}" if error is not None else str(exc)
+        terminal.warn(
+            f"could not commit group '{member.group}' offsets ({reason}); "
+            "the group will read those records again"
+        )
+        return
+    failed = [tp for tp in results or [] if tp.error is not None]
+    if failed:
+        tp = failed[0]
+        terminal.warn(
+            f"could not commit group '{member.group}' offset of {tp.topic} [{tp.partition}] "
+            f"({tp.error.name()}: {tp.error.str()}); the group will read those records again"
+        )
+
+
+@contextlib.contextmanager
+def deferred_interrupt() -> Iterator[None]:
+    """Hold a first Ctrl-C until the block is done, then raise it.
+
+    Around "write the records, then store or commit their offsets": an interrupt in between
+    would leave printed records uncommitted, so the group would print them again. A second
+    Ctrl-C interrupts at once."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield
+        return
+    held: list[int] = []
+
+    def hold(signum: int, _frame: FrameType | None) -> None:
+        if held:
+            raise KeyboardInterrupt
+        held.append(signum)
+
+    previous = signal.signal(signal.SIGINT, hold)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if held:
+        raise KeyboardInterrupt
+
+
+def _run_group(
+    consumer: Consumer,
+    terminal: Terminal,
+    topic: str,
+    member: GroupMember,
+    render: Callable[[Message], bytes],
+    max_messages: int | None,
+    address: str,
+    assignment_wait_s: float = 10.0,
+) -> None:
+    consumer.subscribe(
+        [topic], on_assign=member.on_assign, on_revoke=member.on_revoke, on_lost=member.on_revoke
+    )
+    started = time.monotonic()
+    waited_note = False
+    while True:
+        if member.finished():
+            if not member.assigned:
+                terminal.note(
+                    f"% No partition of topic {topic} is assigned to this member of group "
+                    f"{member.group}: exiting"
+                )
+            return
+        waiting_s = time.monotonic() - started
+        if not (member.ever_assigned or waited_note) and waiting_s > assignment_wait_s:
+            terminal.warn(
+                f"group '{member.group}': no partitions assigned after "
+                f"{assignment_wait_s:g} s; still waiting for the group's coordinator"
+            )
+            waited_note = True
+        messages = consumer.consume(num_messages=BATCH_MESSAGES, timeout=POLL_TIMEOUT_S)
+        out: list[bytes] = []
+        written: list[Message] = []
+        done = False
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                _on_group_error(terminal, topic, member, message, error, address)
+                continue
+            member.at_end.discard(message.partition())
+            out.append(render(message))
+            written.append(message)
+            member.printed += 1
+            if max_messages is not None and member.printed >= max_messages:
+                done = True
+                break
+        if out:
+            with deferred_interrupt():
+                terminal.write_bytes(b"".join(out))  # flushed: only then is anything committed
+                _commit_written(consumer, terminal, member, written)
+        if done:
+            return
+
+
+_GROUP_FATAL = {
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError._UNKNOWN_TOPIC,
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.GROUP_AUTHORIZATION_FAILED,
+    KafkaError.INVALID_GROUP_ID,
+    KafkaError.GROUP_MAX_SIZE_REACHED,
+    KafkaError.INCONSISTENT_GROUP_PROTOCOL,
+}
+
+
+def _on_group_error(
+    terminal: Terminal,
+    topic: str,
+    member: GroupMember,
+    message: Message,
+    error: KafkaError,
+    address: str,
+) -> None:
+    code = error.code()
+    if code == KafkaError._PARTITION_EOF:
+        p = message.partition()
+        if member.exit_at_end and p in member.assigned and p not in member.at_end:
+            member.at_end.add(p)
+            suffix = ": exiting" if member.finished() else ""
+            terminal.note(
+                f"% Reached end of topic {topic} [{p}] at offset {message.offset()}{suffix}"
+            )
+        return
+    if code == KafkaError._TRANSPORT:
+        return  # one connection dropped; librdkafka reconnects on its own
+    if error.fatal() or code in _GROUP_FATAL:
+        raise kafka_error(
+            error, bootstrap=address, action=f"consume as group '{member.group}'", topic=topic
+        )
     terminal.warn(f"{error.name()}: {error.str()}")

@@ -199,6 +199,8 @@ def _split_record(param: Any, ctx: Any) -> tuple[list[str], str, str]:
     """(flags, metavar, help) as ``--help`` shows them."""
     record = param.get_help_record(ctx)
     names, help_text = record if record else (", ".join(option_flags(param)), "")
+    if getattr(param, "secondary_opts", None):  # click shows "--x / --no-x"
+        names = names.replace(" / ", ", ")
     *leading, last = names.split(", ")
     flag, _, metavar = last.partition(" ")
     metavar = metavar.strip()

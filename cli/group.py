@@ -1,0 +1,998 @@
+"""``rlog group list|describe|reset-offsets|delete``: consumer groups, as kafka-consumer-groups.sh.
+
+Everything goes through confluent-kafka's AdminClient, as with real Kafka: ListGroups,
+DescribeGroups, OffsetFetch (``list_consumer_group_offsets``), OffsetCommit without a member
+(``alter_consumer_group_offsets``), DeleteGroups, and ListOffsets for the log start / end
+offsets and offsets by time. The computations (lag rows, reset planning with Kafka's clamping,
+datetime and duration parsing) are plain functions, so tests need no broker.
+
+Kafka refuses to change the offsets of a group that has members (only an Empty or a Dead group
+can be reset; DeleteGroups answers NON_EMPTY_GROUP): both commands say so in one line naming
+the group and its member count. As kafka-consumer-groups.sh, a reset of a group that does not
+exist yet creates it with those offsets.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated, Any
+
+import typer
+from confluent_kafka import (
+    ConsumerGroupState,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from rlog.cli.discovery import (
+    BootstrapOption,
+    DataDirOption,
+    Settings,
+    check_reachable,
+    client_config,
+    kafka_error,
+    resolve_bootstrap,
+    settings_of,
+)
+from rlog.cli.terminal import CliError, ExitCode, Terminal, parse_properties
+
+app = typer.Typer(
+    help="List, describe, reset and delete consumer groups (kafka-consumer-groups.sh).",
+    no_args_is_help=True,
+)
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+PropertyOption = Annotated[
+    list[str] | None,
+    typer.Option("-X", help="Any client property key=value (repeatable).", show_default=False),
+]
+GroupArgument = Annotated[str, typer.Argument(help="Consumer group id.", show_default=False)]
+
+DESCRIBE_HEADERS = (
+    "GROUP",
+    "TOPIC",
+    "PARTITION",
+    "CURRENT-OFFSET",
+    "LOG-END-OFFSET",
+    "LAG",
+    "CONSUMER-ID",
+    "HOST",
+    "CLIENT-ID",
+)
+MEMBERS_HEADERS = ("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS")
+STATE_HEADERS = ("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS")
+RESET_HEADERS = ("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")
+
+# Kafka's names for the classic protocol's group states (ConsumerGroupState's are upper case).
+STATE_NAMES = {
+    ConsumerGroupState.UNKNOWN: "Unknown",
+    ConsumerGroupState.PREPARING_REBALANCING: "PreparingRebalance",
+    ConsumerGroupState.COMPLETING_REBALANCING: "CompletingRebalance",
+    ConsumerGroupState.STABLE: "Stable",
+    ConsumerGroupState.DEAD: "Dead",
+    ConsumerGroupState.EMPTY: "Empty",
+}
+REBALANCING = {"PreparingRebalance", "CompletingRebalance"}
+RESETTABLE = {"Empty", "Dead"}  # Kafka resets only a group without members
+# OffsetCommit answers for a member-less commit to a group that has members.
+_LIVE_MEMBER_ERRORS = {
+    KafkaError.UNKNOWN_MEMBER_ID,
+    KafkaError.ILLEGAL_GENERATION,
+    KafkaError.REBALANCE_IN_PROGRESS,
+}
+
+
+# -- pure parts: views, rows, plans ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MemberView:
+    """A member as DescribeGroups reports it."""
+
+    consumer_id: str
+    client_id: str
+    host: str
+    partitions: tuple[tuple[str, int], ...] = ()
+    group_instance_id: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "consumer_id": self.consumer_id,
+            "host": self.host,
+            "client_id": self.client_id,
+            "group_instance_id": self.group_instance_id,
+            "partitions": [{"topic": t, "partition": p} for t, p in self.partitions],
+        }
+
+
+@dataclass(frozen=True)
+class GroupView:
+    """A group's state and members (DescribeGroups), and whether it exists at all."""
+
+    group: str
+    state: str
+    members: tuple[MemberView, ...] = ()
+    assignment_strategy: str = ""
+    coordinator: str | None = None  # "host:port (id)", as kafka-consumer-groups prints it
+    exists: bool = True
+
+    @property
+    def member_count(self) -> int:
+        return len(self.members)
+
+
+@dataclass(frozen=True)
+class LagRow:
+    """One line of ``describe``: a partition the group has an offset for or a member owns."""
+
+    group: str
+    topic: str
+    partition: int
+    current_offset: int | None
+    log_end_offset: int | None
+    lag: int | None
+    consumer_id: str | None
+    host: str | None
+    client_id: str | None
+
+    def cells(self) -> tuple[Any, ...]:
+        return (
+            self.group,
+            self.topic,
+            self.partition,
+            self.current_offset,
+            self.log_end_offset,
+            self.lag,
+            self.consumer_id,
+            self.host,
+            self.client_id,
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "current_offset": self.current_offset,
+            "log_end_offset": self.log_end_offset,
+            "lag": self.lag,
+            "consumer_id": self.consumer_id,
+            "host": self.host,
+            "client_id": self.client_id,
+        }
+
+
+def state_name(state: Any) -> str:
+    """A ConsumerGroupState (or Kafka's own string) as kafka-consumer-groups.sh prints it."""
+    if isinstance(state, ConsumerGroupState):
+        return STATE_NAMES.get(state, "Unknown")
+    if isinstance(state, str) and state:
+        by_upper = {name.upper(): name for name in STATE_NAMES.values()}
+        return by_upper.get(state.replace("_", "").upper(), state)
+    return "Unknown"
+
+
+def lag_rows(
+    group: str,
+    committed: dict[tuple[str, int], int | None],
+    log_ends: dict[tuple[str, int], int | None],
+    members: Iterable[MemberView],
+) -> list[LagRow]:
+    """kafka-consumer-groups.sh --describe: one row per partition with a committed offset or an
+    owner, sorted by topic and partition. LAG = LOG-END-OFFSET - CURRENT-OFFSET; None ("-")
+    where a value is missing (no commit, no owner, an unknown log end)."""
+    owners: dict[tuple[str, int], MemberView] = {}
+    for member in members:
+        for key in member.partitions:
+            owners[key] = member
+    keys = {k for k, offset in committed.items() if offset is not None and offset >= 0}
+    keys |= set(owners)
+    rows = []
+    for topic, partition in sorted(keys):
+        current = committed.get((topic, partition))
+        if current is not None and current < 0:
+            current = None
+        end = log_ends.get((topic, partition))
+        owner = owners.get((topic, partition))
+        rows.append(
+            LagRow(
+                group=group,
+                topic=topic,
+                partition=partition,
+                current_offset=current,
+                log_end_offset=end,
+                lag=None if current is None or end is None else end - current,
+                consumer_id=owner.consumer_id if owner else None,
+                host=owner.host if owner else None,
+                client_id=owner.client_id if owner else None,
+            )
+        )
+    return rows
+
+
+def idle_member_rows(group: str, members: Iterable[MemberView]) -> list[tuple[Any, ...]]:
+    """kafka-consumer-groups.sh also lists members that own no partition, topic and offsets
+    "-" (more members than partitions, or a rebalance under way)."""
+    return [
+        (group, None, None, None, None, None, m.consumer_id, m.host, m.client_id)
+        for m in members
+        if not m.partitions
+    ]
+
+
+def group_note(view: GroupView) -> str:
+    """The line kafka-consumer-groups.sh prints about the group's state before its table."""
+    if view.member_count == 0:
+        return f"Consumer group '{view.group}' has no active members."
+    if view.state in REBALANCING:
+        return f"Warning: Consumer group '{view.group}' is rebalancing."
+    plural = "" if view.member_count == 1 else "s"
+    return (
+        f"Consumer group '{view.group}' is {view.state} with {view.member_count} "
+        f"active member{plural}."
+    )
+
+
+def describe_document(view: GroupView, rows: Sequence[LagRow]) -> dict[str, Any]:
+    return {
+        "group": view.group,
+        "state": view.state,
+        "coordinator": view.coordinator,
+        "assignment_strategy": view.assignment_strategy or None,
+        "member_count": view.member_count,
+        "members": [m.as_json() for m in view.members],
+        "partitions": [r.as_json() for r in rows],
+    }
+
+
+def members_rows(view: GroupView) -> list[tuple[Any, ...]]:
+    return [
+        (view.group, m.consumer_id, m.host, m.client_id, len(m.partitions)) for m in view.members
+    ]
+
+
+def state_row(view: GroupView) -> tuple[Any, ...]:
+    return (
+        view.group,
+        view.coordinator,
+        view.assignment_strategy or None,
+        view.state,
+        view.member_count,
+    )
+
+
+# reset planning
+
+
+STRATEGY_FLAGS = (
+    "--to-earliest",
+    "--to-latest",
+    "--to-current",
+    "--to-offset",
+    "--shift-by",
+    "--to-datetime",
+    "--by-duration",
+)
+
+
+@dataclass(frozen=True)
+class ResetSpec:
+    """One reset strategy: earliest|latest|current|offset|shift|timestamp (value: the offset,
+    the shift, or the timestamp in ms)."""
+
+    kind: str
+    value: int = 0
+
+
+@dataclass(frozen=True)
+class PartitionOffsets:
+    """What planning a reset needs to know about one partition."""
+
+    topic: str
+    partition: int
+    log_start: int
+    log_end: int
+    committed: int | None = None
+    at_timestamp: int | None = None  # first offset at or after the timestamp; None: none
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.topic, self.partition)
+
+
+@dataclass(frozen=True)
+class PlannedOffset:
+    group: str
+    topic: str
+    partition: int
+    current_offset: int | None
+    new_offset: int
+    requested: int  # before clamping into [log start, log end]
+
+    @property
+    def clamped(self) -> bool:
+        return self.requested != self.new_offset
+
+    def cells(self) -> tuple[Any, ...]:
+        return (self.group, self.topic, self.partition, self.new_offset)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "group": self.group,
+            "topic": self.topic,
+            "partition": self.partition,
+            "current_offset": self.current_offset,
+            "new_offset": self.new_offset,
+        }
+
+
+class ResetError(ValueError):
+    """A reset that cannot be planned (e.g. shifting a partition without a committed offset)."""
+
+
+_DURATION = re.compile(
+    r"(?P<sign>[-+])?P(?:(?P<days>\d+)D)?"
+    r"(?:T(?:(?P<hours>\d+)H)?(?:(?P<minutes>\d+)M)?(?:(?P<seconds>\d+(?:\.\d+)?)S)?)?",
+    re.IGNORECASE,
+)
+
+
+def parse_duration_ms(text: str) -> int:
+    """An ISO-8601 duration as kafka-consumer-groups.sh's --by-duration takes (``PnDTnHnMnS``,
+    e.g. ``PT30M``, ``P1DT2H``), in milliseconds."""
+    match = _DURATION.fullmatch(text.strip())
+    parts = ("days", "hours", "minutes", "seconds")
+    if not match or not any(match.group(p) for p in parts) or text.strip().upper().endswith("T"):
+        raise ValueError(f"bad duration {text!r} (ISO 8601 'PnDTnHnMnS', e.g. PT30M or P1DT2H)")
+    seconds = (
+        int(match.group("days") or 0) * 86_400
+        + int(match.group("hours") or 0) * 3_600
+        + int(match.group("minutes") or 0) * 60
+        + float(match.group("seconds") or 0)
+    )
+    millis = round(seconds * 1000)
+    return -millis if match.group("sign") == "-" else millis
+
+
+def parse_datetime_ms(text: str) -> int:
+    """``--to-datetime``: ISO 8601 as kafka-consumer-groups.sh (``YYYY-MM-DDTHH:mm:SS.sss``,
+    optional ``Z`` or ``±HH:MM``; without one, local time, as Kafka), or unix milliseconds."""
+    value = text.strip()
+    if re.fullmatch(r"\d+", value):
+        return int(value)
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(
+            f"bad datetime {text!r} (ISO 8601 such as 2026-01-31T12:00:00.000, with an optional "
+            "Z or +HH:MM; or unix milliseconds)"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.astimezone()  # a naive time is local time
+    return int(moment.timestamp() * 1000)
+
+
+def reset_spec(
+    *,
+    to_earliest: bool = False,
+    to_latest: bool = False,
+    to_current: bool = False,
+    to_offset: int | None = None,
+    shift_by: int | None = None,
+    to_datetime: str | None = None,
+    by_duration: str | None = None,
+    now_ms: int | None = None,
+) -> ResetSpec:
+    """The one strategy the flags choose; ValueError when there are none or several."""
+    chosen = [
+        flag
+        for flag, given in zip(
+            STRATEGY_FLAGS,
+            (
+                to_earliest,
+                to_latest,
+                to_current,
+                to_offset is not None,
+                shift_by is not None,
+                to_datetime is not None,
+                by_duration is not None,
+            ),
+            strict=True,
+        )
+        if given
+    ]
+    if len(chosen) != 1:
+        got = f"got {', '.join(chosen)}" if chosen else "got none"
+        raise ValueError(f"choose exactly one of {'|'.join(STRATEGY_FLAGS)} ({got})")
+    if to_earliest:
+        return ResetSpec("earliest")
+    if to_latest:
+        return ResetSpec("latest")
+    if to_current:
+        return ResetSpec("current")
+    if to_offset is not None:
+        if to_offset < 0:
+            raise ValueError(f"--to-offset must be >= 0, got {to_offset}")
+        return ResetSpec("offset", to_offset)
+    if shift_by is not None:
+        return ResetSpec("shift", shift_by)
+    if to_datetime is not None:
+        return ResetSpec("timestamp", parse_datetime_ms(to_datetime))
+    assert by_duration is not None
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    return ResetSpec("timestamp", now - parse_duration_ms(by_duration))
+
+
+def plan_reset(
+    group: str, spec: ResetSpec, partitions: Iterable[PartitionOffsets]
+) -> list[PlannedOffset]:
+    """The new offset of each partition, as kafka-consumer-groups.sh --reset-offsets computes
+    it: a requested offset outside [log start, log end] is clamped into it; --shift-by and a
+    partition without a committed offset is an error; --to-current without one takes the log
+    end; a time after the last record takes the log end."""
+    plans = []
+    for p in sorted(partitions, key=lambda p: p.key):
+        if spec.kind == "earliest":
+            requested = p.log_start
+        elif spec.kind == "latest":
+            requested = p.log_end
+        elif spec.kind == "current":
+            requested = p.committed if p.committed is not None else p.log_end
+        elif spec.kind == "offset":
+            requested = spec.value
+        elif spec.kind == "shift":
+            if p.committed is None:
+                raise ResetError(
+                    f"cannot shift the offset of {p.topic} partition {p.partition} for group "
+                    f"'{group}': it has no committed offset"
+                )
+            requested = p.committed + spec.value
+        elif spec.kind == "timestamp":
+            requested = p.at_timestamp if p.at_timestamp is not None else p.log_end
+        else:
+            raise ResetError(f"unknown reset strategy {spec.kind!r}")
+        new = min(max(requested, p.log_start), p.log_end)
+        plans.append(PlannedOffset(group, p.topic, p.partition, p.committed, new, requested))
+    return plans
+
+
+def clamp_note(plan: PlannedOffset) -> str:
+    """Kafka's warning when a requested offset lies outside the partition's log."""
+    side = "higher than latest" if plan.requested > plan.new_offset else "lower than earliest"
+    return (
+        f"new offset ({plan.requested}) is {side} offset for {plan.topic} partition "
+        f"{plan.partition}; it will be set to {plan.new_offset}"
+    )
+
+
+def parse_topic_partitions(topic: str, partitions: Sequence[int] | None) -> tuple[str, list[int]]:
+    """``--topic T`` plus ``--partition P``..., or Kafka's ``--topic T:0,1`` form."""
+    name, sep, listed = topic.partition(":")
+    chosen = list(partitions or [])
+    if sep:
+        try:
+            chosen += [int(part) for part in listed.split(",") if part.strip()]
+        except ValueError:
+            raise ValueError(f"bad --topic {topic!r} (TOPIC or TOPIC:P,P,...)") from None
+        if not listed.strip():
+            raise ValueError(f"bad --topic {topic!r} (TOPIC or TOPIC:P,P,...)")
+    if not name:
+        raise ValueError(f"bad --topic {topic!r} (TOPIC or TOPIC:P,P,...)")
+    if any(p < 0 for p in chosen):
+        raise ValueError("partitions are numbers >= 0")
+    return name, sorted(set(chosen))
+
+
+def live_members_error(action: str, group: str, members: int | None, state: str | None) -> CliError:
+    """Kafka refuses it while the group has members: one line naming the group and the count."""
+    if members:
+        have = f"it has {members} active member{'' if members == 1 else 's'}"
+    else:
+        have = "it has active members"
+    where = f" (state {state})" if state else ""
+    return CliError(
+        f"cannot {action} consumer group '{group}': {have}{where}; Kafka only allows this for a "
+        "group without members: stop its consumers first",
+        ExitCode.FAILURE,
+    )
+
+
+def not_found_error(group: str) -> CliError:
+    return CliError(f"consumer group '{group}' does not exist", ExitCode.NOT_FOUND)
+
+
+# -- talking to the cluster --------------------------------------------------------------
+
+
+@dataclass
+class Admin:
+    """An AdminClient plus what error messages need to know about it."""
+
+    client: AdminClient
+    bootstrap: str
+    timeout_s: float
+
+
+def _admin(settings: Settings, properties: list[str] | None) -> Admin:
+    bootstrap = resolve_bootstrap(settings)
+    check_reachable(bootstrap, settings.timeout_s)
+    # Admin handles are producer-type in librdkafka: their Metadata requests must not
+    # auto-create the topic named in `reset-offsets --topic`.
+    config = {"allow.auto.create.topics": "false"}
+    config.update(parse_properties(properties or []))
+    client = AdminClient(client_config(settings, bootstrap, config, role="admin"))
+    return Admin(client, bootstrap, settings.timeout_s)
+
+
+def _code(exc: KafkaError | BaseException) -> int | None:
+    error = exc if isinstance(exc, KafkaError) else (exc.args[0] if exc.args else None)
+    return error.code() if isinstance(error, KafkaError) else None
+
+
+def _cli_error(admin: Admin, exc: KafkaError | KafkaException, action: str) -> CliError:
+    if _code(exc) == KafkaError._UNSUPPORTED_FEATURE:
+        return CliError(
+            f"{action} failed: the brokers at {admin.bootstrap} do not support consumer "
+            "groups (no group coordinator APIs)",
+            ExitCode.FAILURE,
+        )
+    return kafka_error(exc, bootstrap=admin.bootstrap, action=action)
+
+
+def _timeout_error(admin: Admin, action: str) -> CliError:
+    return CliError(f"{action}: no answer within {admin.timeout_s:g} s", ExitCode.TIMEOUT)
+
+
+def _result(admin: Admin, future: Any, action: str) -> Any:
+    try:
+        return future.result(timeout=admin.timeout_s + 5)
+    except KafkaException as exc:
+        raise _cli_error(admin, exc, action) from None
+    except TimeoutError:
+        raise _timeout_error(admin, action) from None
+
+
+def _member_view(member: Any) -> MemberView:
+    assignment = getattr(member, "assignment", None)
+    partitions = tuple(
+        sorted(
+            (tp.topic, tp.partition) for tp in (getattr(assignment, "topic_partitions", None) or [])
+        )
+    )
+    return MemberView(
+        consumer_id=str(member.member_id),
+        client_id=str(member.client_id or ""),
+        host=str(member.host or ""),
+        partitions=partitions,
+        group_instance_id=getattr(member, "group_instance_id", None),
+    )
+
+
+def _coordinator(node: Any) -> str | None:
+    if node is None or getattr(node, "id", -1) is None or node.id < 0:
+        return None
+    return f"{node.host}:{node.port} ({node.id})"
+
+
+def describe_group(admin: Admin, group: str) -> GroupView:
+    """DescribeGroups. A group Kafka calls Dead (or GROUP_ID_NOT_FOUND, as newer brokers
+    answer) does not exist, unless it still has committed offsets."""
+    futures = admin.client.describe_consumer_groups([group], request_timeout=admin.timeout_s)
+    try:
+        description = futures[group].result(timeout=admin.timeout_s + 5)
+    except KafkaException as exc:
+        if _code(exc) == KafkaError.GROUP_ID_NOT_FOUND:
+            return GroupView(group, "Dead", exists=False)
+        raise _cli_error(admin, exc, f"describe group '{group}'") from None
+    except TimeoutError:
+        raise _timeout_error(admin, f"describe group '{group}'") from None
+    state = state_name(description.state)
+    members = tuple(_member_view(m) for m in description.members or [])
+    return GroupView(
+        group=group,
+        state=state,
+        members=members,
+        assignment_strategy=str(description.partition_assignor or ""),
+        coordinator=_coordinator(getattr(description, "coordinator", None)),
+        exists=not (state == "Dead" and not members),
+    )
+
+
+def committed_offsets(
+    admin: Admin, group: str, partitions: Sequence[tuple[str, int]] | None = None
+) -> dict[tuple[str, int], int | None]:
+    """OffsetFetch: the group's committed offsets (all of them, or those partitions')."""
+    wanted = [TopicPartition(t, p) for t, p in partitions] if partitions else None
+    request = ConsumerGroupTopicPartitions(group, wanted)
+    futures = admin.client.list_consumer_group_offsets([request], request_timeout=admin.timeout_s)
+    result = _result(admin, futures[group], f"fetch the offsets of group '{group}'")
+    offsets: dict[tuple[str, int], int | None] = {}
+    for tp in result.topic_partitions or []:
+        if tp.error is not None:
+            continue
+        offsets[(tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else None
+    return offsets
+
+
+def list_offsets(
+    admin: Admin, keys: Iterable[tuple[str, int]], spec: OffsetSpec
+) -> dict[tuple[str, int], int | None]:
+    """ListOffsets for each partition; None where the partition answered with an error."""
+    wanted = sorted(set(keys))
+    if not wanted:
+        return {}
+    futures = admin.client.list_offsets(
+        {TopicPartition(t, p): spec for t, p in wanted}, request_timeout=admin.timeout_s
+    )
+    found: dict[tuple[str, int], int | None] = {}
+    for tp, future in futures.items():
+        try:
+            info = future.result(timeout=admin.timeout_s + 5)
+        except (KafkaException, TimeoutError):
+            found[(tp.topic, tp.partition)] = None
+            continue
+        found[(tp.topic, tp.partition)] = info.offset if info.offset >= 0 else None
+    return found
+
+
+def topic_partition_ids(admin: Admin, topic: str) -> list[int]:
+    try:
+        metadata = admin.client.list_topics(topic=topic, timeout=admin.timeout_s)
+    except KafkaException as exc:
+        raise kafka_error(exc, bootstrap=admin.bootstrap, action="metadata", topic=topic) from None
+    found = metadata.topics.get(topic)
+    if found is None or found.error is not None or not found.partitions:
+        if found is not None and found.error is not None:
+            code = found.error.code()
+            if code not in {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC}:
+                raise kafka_error(
+                    found.error, bootstrap=admin.bootstrap, action="metadata", topic=topic
+                )
+        raise CliError(f"unknown topic '{topic}'", ExitCode.NOT_FOUND)
+    return sorted(found.partitions)
+
+
+# -- commands ----------------------------------------------------------------------------
+
+
+@app.command("list")
+def list_groups(
+    ctx: typer.Context,
+    json_out: JsonOption = False,
+    bootstrap: BootstrapOption = None,
+    data_dir: DataDirOption = None,
+    properties: PropertyOption = None,
+) -> None:
+    """List consumer group ids, one a line (with --json: each group's state too, null where
+    the brokers do not report it)."""
+    settings = settings_of(ctx).override(bootstrap, data_dir)
+    admin = _admin(settings, properties)
+    future = admin.client.list_consumer_groups(request_timeout=settings.timeout_s)
+    result = _result(admin, future, "list groups")
+    errors = list(result.errors or [])
+    listings = sorted(result.valid or [], key=lambda g: g.group_id)
+    if errors and not listings:
+        raise _cli_error(admin, errors[0], "list groups")
+    for error in errors:  # some broker did not answer: the list may be incomplete
+        settings.terminal.warn(f"list groups: {error.name()}: {error.str()}")
+    if json_out:
+        settings.terminal.json(
+            [{"group": g.group_id, "state": _listed_state(g.state)} for g in listings]
+        )
+    else:
+        settings.terminal.lines(g.group_id for g in listings)
+
+
+def _listed_state(state: Any) -> str | None:
+    """ListGroups reports a state from v4 on (KIP-518); before that: None (null)."""
+    name = state_name(state)
+    return None if name == "Unknown" else name
+
+
+def _existing_group(
+    admin: Admin, group: str
+) -> tuple[GroupView, dict[tuple[str, int], int | None]]:
+    """The group's description and committed offsets, or "does not exist"."""
+    view = describe_group(admin, group)
+    committed = committed_offsets(admin, group)
+    if not view.exists and not any(o is not None for o in committed.values()):
+        raise not_found_error(group)
+    if not view.exists:  # Dead but with offsets: Kafka would call it Empty
+        view = GroupView(group, "Empty", coordinator=view.coordinator)
+    return view, committed
+
+
+@app.command(no_args_is_help=True)
+def describe(
+    ctx: typer.Context,
+    group: GroupArgument,
+    json_out: JsonOption = False,
+    members: Annotated[
+        bool,
+        typer.Option(
+            "--members", help="One line per member: GROUP CONSUMER-ID HOST CLIENT-ID #PARTITIONS."
+        ),
+    ] = False,
+    state: Annotated[
+        bool,
+        typer.Option(
+            "--state",
+            help="One line: GROUP COORDINATOR (ID) ASSIGNMENT-STRATEGY STATE #MEMBERS.",
+        ),
+    ] = False,
+    bootstrap: BootstrapOption = None,
+    data_dir: DataDirOption = None,
+    properties: PropertyOption = None,
+) -> None:
+    """Describe a consumer group as kafka-consumer-groups.sh --describe: per partition the
+    committed offset (CURRENT-OFFSET), the high watermark (LOG-END-OFFSET), the LAG between
+    them and the member that owns it; "-" (null in JSON) where there is none.
+
+    The group's state and member count go to stderr ("Consumer group 'G' has no active
+    members." for a group without members). An unknown group is an error (exit 5)."""
+    if members and state:
+        raise CliError("use either --members or --state, not both", ExitCode.USAGE)
+    settings = settings_of(ctx).override(bootstrap, data_dir)
+    admin = _admin(settings, properties)
+    view, committed = _existing_group(admin, group)
+    owned = {key for m in view.members for key in m.partitions}
+    log_ends = list_offsets(
+        admin, {k for k, o in committed.items() if o is not None} | owned, OffsetSpec.latest()
+    )
+    rows = lag_rows(group, committed, log_ends, view.members)
+    terminal = settings.terminal
+    if json_out:
+        terminal.json(describe_document(view, rows))
+        return
+    terminal.note(group_note(view))
+    if state:
+        terminal.table(STATE_HEADERS, [state_row(view)])
+    elif members:
+        if view.members:
+            terminal.table(MEMBERS_HEADERS, members_rows(view))
+    else:
+        idle = idle_member_rows(group, view.members)
+        terminal.table(DESCRIBE_HEADERS, [r.cells() for r in rows] + idle)
+
+
+def _check_no_members(admin: Admin, group: str, action: str) -> GroupView:
+    view = describe_group(admin, group)
+    if view.member_count or view.state not in RESETTABLE | {"Unknown"}:
+        raise live_members_error(action, group, view.member_count, view.state)
+    return view
+
+
+def _partition_offsets(
+    admin: Admin, group: str, topic: str, partitions: list[int], spec: ResetSpec
+) -> list[PartitionOffsets]:
+    keys = [(topic, p) for p in partitions]
+    starts = list_offsets(admin, keys, OffsetSpec.earliest())
+    ends = list_offsets(admin, keys, OffsetSpec.latest())
+    missing = [k for k in keys if starts.get(k) is None or ends.get(k) is None]
+    if missing:
+        raise CliError(
+            f"could not read the log start and end offsets of {topic} partition "
+            f"{missing[0][1]} (is its leader down?)",
+            ExitCode.FAILURE,
+        )
+    committed = committed_offsets(admin, group, keys)
+    at_time: dict[tuple[str, int], int | None] = {}
+    if spec.kind == "timestamp":
+        at_time = list_offsets(admin, keys, OffsetSpec.for_timestamp(spec.value))
+    return [
+        PartitionOffsets(
+            topic,
+            p,
+            log_start=starts[(topic, p)] or 0,
+            log_end=ends[(topic, p)] or 0,
+            committed=committed.get((topic, p)),
+            at_timestamp=at_time.get((topic, p)),
+        )
+        for p in partitions
+    ]
+
+
+def _alter(admin: Admin, group: str, plans: Sequence[PlannedOffset]) -> None:
+    request = ConsumerGroupTopicPartitions(
+        group, [TopicPartition(p.topic, p.partition, p.new_offset) for p in plans]
+    )
+    futures = admin.client.alter_consumer_group_offsets([request], request_timeout=admin.timeout_s)
+    try:
+        result = futures[group].result(timeout=admin.timeout_s + 5)
+    except KafkaException as exc:
+        if _code(exc) in _LIVE_MEMBER_ERRORS:
+            raise live_members_error("reset the offsets of", group, None, None) from None
+        raise _cli_error(admin, exc, f"reset the offsets of group '{group}'") from None
+    except TimeoutError:
+        raise _timeout_error(admin, f"reset the offsets of group '{group}'") from None
+    for tp in result.topic_partitions or []:
+        if tp.error is None:
+            continue
+        if tp.error.code() in _LIVE_MEMBER_ERRORS:
+            raise live_members_error("reset the offsets of", group, None, None)
+        raise CliError(
+            f"reset the offsets of group '{group}' failed for {tp.topic} partition "
+            f"{tp.partition}: {tp.error.name()}: {tp.error.str()}",
+            ExitCode.FAILURE,
+        )
+
+
+@app.command("reset-offsets", no_args_is_help=True)
+def reset_offsets(
+    ctx: typer.Context,
+    group: GroupArgument,
+    topic: Annotated[
+        str,
+        typer.Option(
+            "--topic",
+            "-t",
+            metavar="TOPIC[:P,P...]",
+            help="The topic whose offsets to reset (Kafka's TOPIC:0,1 form picks partitions).",
+            show_default=False,
+        ),
+    ],
+    partition: Annotated[
+        list[int] | None,
+        typer.Option(
+            "--partition",
+            "-p",
+            min=0,
+            help="Only this partition (repeatable) [default: every partition of --topic].",
+            show_default=False,
+        ),
+    ] = None,
+    to_earliest: Annotated[
+        bool, typer.Option("--to-earliest", help="Each partition's log start offset.")
+    ] = False,
+    to_latest: Annotated[
+        bool, typer.Option("--to-latest", help="Each partition's log end (high watermark).")
+    ] = False,
+    to_current: Annotated[
+        bool,
+        typer.Option(
+            "--to-current", help="The committed offset (the log end where there is none)."
+        ),
+    ] = False,
+    to_offset: Annotated[
+        int | None,
+        typer.Option("--to-offset", metavar="N", help="Offset N.", show_default=False),
+    ] = None,
+    shift_by: Annotated[
+        int | None,
+        typer.Option(
+            "--shift-by",
+            metavar="N",
+            help="The committed offset plus N (N < 0 goes back).",
+            show_default=False,
+        ),
+    ] = None,
+    to_datetime: Annotated[
+        str | None,
+        typer.Option(
+            "--to-datetime",
+            metavar="DATETIME",
+            help="The first offset at or after this time: ISO 8601 "
+            "(YYYY-MM-DDTHH:mm:SS.sss, optional Z or +HH:MM, else local time) or unix ms.",
+            show_default=False,
+        ),
+    ] = None,
+    by_duration: Annotated[
+        str | None,
+        typer.Option(
+            "--by-duration",
+            metavar="DURATION",
+            help="As --to-datetime, this long before now (ISO 8601: PT30M, P1DT2H).",
+            show_default=False,
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="Only print the new offsets (the default)."),
+    ] = False,
+    execute: Annotated[
+        bool,
+        typer.Option(
+            "--execute",
+            help="Apply the new offsets; without it nothing changes, as in "
+            "kafka-consumer-groups.sh.",
+        ),
+    ] = False,
+    json_out: JsonOption = False,
+    bootstrap: BootstrapOption = None,
+    data_dir: DataDirOption = None,
+    properties: PropertyOption = None,
+) -> None:
+    """Reset a consumer group's committed offsets for a topic, with exactly one strategy.
+
+    As kafka-consumer-groups.sh, it only prints the plan unless --execute is given, in that
+    tool's table GROUP TOPIC PARTITION NEW-OFFSET. An offset outside a partition's log is
+    clamped to its log start or end, as Kafka does. Refused while the group has members (Kafka
+    resets only an Empty group); a group that does not exist yet is created with these
+    offsets."""
+    if dry_run and execute:
+        raise CliError("use either --dry-run or --execute, not both", ExitCode.USAGE)
+    try:
+        spec = reset_spec(
+            to_earliest=to_earliest,
+            to_latest=to_latest,
+            to_current=to_current,
+            to_offset=to_offset,
+            shift_by=shift_by,
+            to_datetime=to_datetime,
+            by_duration=by_duration,
+        )
+        name, chosen = parse_topic_partitions(topic, partition)
+    except ValueError as exc:
+        raise CliError(str(exc), ExitCode.USAGE) from None
+    settings = settings_of(ctx).override(bootstrap, data_dir)
+    admin = _admin(settings, properties)
+    available = topic_partition_ids(admin, name)
+    unknown = [p for p in chosen if p not in available]
+    if unknown:
+        raise CliError(
+            f"topic '{name}' has no partition {unknown[0]} (it has {len(available)})",
+            ExitCode.NOT_FOUND,
+        )
+    _check_no_members(admin, group, "reset the offsets of")
+    try:
+        plans = plan_reset(
+            group, spec, _partition_offsets(admin, group, name, chosen or available, spec)
+        )
+    except ResetError as exc:
+        raise CliError(str(exc), ExitCode.FAILURE) from None
+    terminal = settings.terminal
+    for plan in plans:
+        if plan.clamped:
+            terminal.warn(clamp_note(plan))
+    if execute:
+        _alter(admin, group, plans)
+    _print_plans(terminal, plans, json_out, applied=execute)
+
+
+def _print_plans(
+    terminal: Terminal, plans: Sequence[PlannedOffset], json_out: bool, *, applied: bool
+) -> None:
+    if json_out:
+        terminal.json([p.as_json() for p in plans])
+    else:
+        terminal.table(RESET_HEADERS, [p.cells() for p in plans])
+    if not applied:
+        terminal.note("Dry run: no offsets were changed (add --execute to apply them).")
+
+
+@app.command(no_args_is_help=True)
+def delete(
+    ctx: typer.Context,
+    group: GroupArgument,
+    if_exists: Annotated[
+        bool, typer.Option("--if-exists", help="Succeed if the group does not exist.")
+    ] = False,
+    bootstrap: BootstrapOption = None,
+    data_dir: DataDirOption = None,
+    properties: PropertyOption = None,
+) -> None:
+    """Delete a consumer group and its committed offsets (refused while it has members)."""
+    settings = settings_of(ctx).override(bootstrap, data_dir)
+    admin = _admin(settings, properties)
+    futures = admin.client.delete_consumer_groups([group], request_timeout=settings.timeout_s)
+    try:
+        futures[group].result(timeout=admin.timeout_s + 5)
+    except KafkaException as exc:
+        code = _code(exc)
+        if code == KafkaError.GROUP_ID_NOT_FOUND:
+            if if_exists:
+                return
+            raise not_found_error(group) from None
+        if code == KafkaError.NON_EMPTY_GROUP:
+            view = describe_group(admin, group)
+            raise live_members_error("delete", group, view.member_count, view.state) from None
+        raise _cli_error(admin, exc, f"delete group '{group}'") from None
+    except TimeoutError:
+        raise _timeout_error(admin, f"delete group '{group}'") from None
+    settings.terminal.line(f"Deletion of requested consumer groups ('{group}') was successful.")

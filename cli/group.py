@@ -690,7 +690,8 @@ def list_groups(
 
 
 def _listed_state(state: Any) -> str | None:
-    """ListGroups reports a state from v4 on (KIP-518); before that: None (null)."""
+    """ListGroups reports a state from v4 on (KIP-518), which rlog serves; an older broker
+    answers without one: None (null)."""
     name = state_name(state)
     return None if name == "Unknown" else name
 

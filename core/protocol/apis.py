@@ -90,7 +90,7 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.LEAVE_GROUP: (0, 3),
     ApiKey.SYNC_GROUP: (0, 3),
     ApiKey.DESCRIBE_GROUPS: (0, 4),
-    ApiKey.LIST_GROUPS: (0, 2),
+    ApiKey.LIST_GROUPS: (0, 4),  # v3+ flexible; v4 filters by and shows the group state
     ApiKey.DELETE_GROUPS: (0, 1),
 }
 

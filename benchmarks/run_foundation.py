@@ -48,7 +48,7 @@ CONSUMER_PROPS = {
 
 def free_port() -> int:
     for _ in range(200):
-        port = random.randrange(20000, 40000)
+        port = random.randrange(20000, 32000)  # below the ephemeral range (32768+)
         with socket.socket() as sock:
             try:
                 sock.bind(("127.0.0.1", port))

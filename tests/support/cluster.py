@@ -34,9 +34,11 @@ def port_is_free(port: int) -> bool:
 
 def free_base_port(count: int) -> int:
     """A base port P with P..P+count free: `count` brokers and the controller after them (rlogd's
-    default controller port), picked at random so parallel runs rarely collide."""
+    default controller port), picked at random so parallel runs rarely collide. Below Linux's
+    ephemeral range (32768+): a broker down for a while could otherwise find its port taken by
+    some client's outgoing connection when it restarts."""
     for _ in range(200):
-        base = random.randint(20_000, 40_000)
+        base = random.randint(20_000, 32_000)
         if all(port_is_free(base + i) for i in range(count + 1)):
             return base
     raise RuntimeError("no free port range found")

@@ -25,6 +25,7 @@ from rlog import __version__
 from rlog.cli import bench, chaos, cluster, config, consume, events, group, manpages, produce, topic
 from rlog.cli.discovery import ENV_BOOTSTRAP, ENV_DATA_DIR, Settings, default_data_dir
 from rlog.cli.terminal import CliError, ColorMode, ExitCode, Terminal, one_line
+from rlog.cli.tui.command import tui
 
 app = typer.Typer(
     name="rlog",
@@ -45,6 +46,7 @@ app.add_typer(chaos.app, name="chaos")
 app.add_typer(config.app, name="config")
 app.command("events")(events.events)
 app.command("man")(manpages.man)
+app.command("tui")(tui)
 
 
 _ERROR_TERMINAL: list[Terminal] = []  # the root callback's terminal, once it has run

@@ -1,0 +1,1 @@
+"""``rlog tui``: a live Textual dashboard of a local rlog cluster."""

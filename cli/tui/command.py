@@ -1,0 +1,42 @@
+"""``rlog tui``: the command. Textual is imported only when the command runs, so the rest of
+the CLI starts as fast as before."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from rlog.cli.discovery import BootstrapOption, DataDirOption, settings_of
+
+
+def tui(
+    ctx: typer.Context,
+    interval: Annotated[
+        float,
+        typer.Option("--interval", min=0.1, help="Seconds between refreshes."),
+    ] = 1.0,
+    bootstrap: BootstrapOption = None,
+    data_dir: DataDirOption = None,
+) -> None:
+    """A live dashboard: brokers (state, pid, CPU, RSS, leaderships), partitions (leader,
+    epoch, replicas and ISR, HW, each replica's LEO and lag), consumer groups, records/s in per
+    broker, and the event journal. Keys: k kill, p pause, r resume, s restart the selected
+    process; c create a topic; q quit. Records/s out is not shown: rlog keeps no per-broker
+    count of records read."""
+    from rlog.cli.tui.app import RlogTui  # Textual loads only here
+    from rlog.cli.tui.sources import ClusterActions, Collector
+
+    settings = settings_of(ctx).override(bootstrap, data_dir)
+    collector = Collector(settings)
+    app = RlogTui(
+        collector.collect,
+        ClusterActions(settings),
+        interval_s=interval,
+        title="rlog",
+        sub_title=str(settings.data_dir),
+    )
+    try:
+        app.run()
+    finally:
+        collector.close()

@@ -1,0 +1,120 @@
+"""What the dashboard shows at one moment: an immutable :class:`Snapshot` of the cluster.
+
+The data layer (:mod:`rlog.cli.tui.sources`) builds one per refresh off the UI thread; the model
+(:mod:`rlog.cli.tui.model`) turns snapshots into table rows; tests build them by hand, so the
+screen can be checked without a cluster.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    """One process rlogd supervises (a broker or the controller), as its status op says."""
+
+    name: str  # broker-N or controller: also the target of kill/pause/resume/restart
+    role: str  # "broker" or "controller"
+    id: int | None  # the broker id; None for the controller
+    pid: int | None
+    state: str  # rlogd's view: running, starting, paused, restarting, stopped, failed, ...
+    cpu_percent: float | None = None
+    rss_bytes: int | None = None
+    uptime_s: float | None = None
+    restarts: int = 0
+
+    @classmethod
+    def from_status(cls, entry: dict[str, Any], role: str) -> ProcessInfo:
+        """One process object of rlogd's status document (see rlog.daemon.control)."""
+        node_id = entry.get("id")
+        return cls(
+            name=str(entry.get("name") or role),
+            role=str(entry.get("role") or role),
+            id=int(node_id) if node_id is not None else None,
+            pid=int(entry["pid"]) if entry.get("pid") is not None else None,
+            state=str(entry.get("state") or "unknown"),
+            cpu_percent=_number(entry.get("cpu_percent")),
+            rss_bytes=int(entry["rss_bytes"]) if entry.get("rss_bytes") is not None else None,
+            uptime_s=_number(entry.get("uptime_s")),
+            restarts=int(entry.get("restarts") or 0),
+        )
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    """One partition as Metadata and ListOffsets describe it (see rlog.cli.replicas)."""
+
+    topic: str
+    partition: int
+    leader: int  # -1: no leader
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    high_watermark: int | None
+    # (replica, its log end offset or None when its broker did not answer), in replica order
+    log_end_offsets: tuple[tuple[int, int | None], ...] = ()
+
+    def leo(self, broker: int) -> int | None:
+        return dict(self.log_end_offsets).get(broker)
+
+
+@dataclass(frozen=True)
+class GroupMember:
+    member_id: str
+    client_id: str
+    host: str
+    assignment: tuple[tuple[str, int], ...] = ()  # (topic, partition)
+
+
+@dataclass(frozen=True)
+class CommittedOffset:
+    topic: str
+    partition: int
+    offset: int | None  # None: nothing committed
+
+
+@dataclass(frozen=True)
+class GroupInfo:
+    group_id: str
+    state: str
+    members: tuple[GroupMember, ...] = ()
+    offsets: tuple[CommittedOffset, ...] = ()
+
+
+@dataclass(frozen=True)
+class Event:
+    """One line of the event journal (rlog.daemon.events)."""
+
+    ts: float
+    source: str
+    kind: str
+    message: str
+
+    @classmethod
+    def from_journal(cls, event: dict[str, Any]) -> Event:
+        return cls(
+            ts=float(event["ts"]),
+            source=str(event.get("source", "-")),
+            kind=str(event.get("kind", "-")),
+            message=str(event.get("message", "")),
+        )
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything one refresh learned. A source that failed leaves its part empty and says why
+    in ``errors``; the other parts are still shown."""
+
+    taken_at: float  # time.monotonic() when gathered: rates divide by differences of it
+    processes: tuple[ProcessInfo, ...] = ()
+    partitions: tuple[PartitionInfo, ...] = ()
+    groups: tuple[GroupInfo, ...] = ()
+    groups_note: str | None = None  # why there are no groups, when the broker said so
+    events: tuple[Event, ...] = ()  # journal lines new since the previous snapshot
+    errors: tuple[str, ...] = field(default=())

@@ -1,0 +1,617 @@
+"""``rlog tui`` under Textual's Pilot: against real clusters started through rlogd (brokers,
+partitions, the keys that kill and create, the event journal, a cluster going away and coming
+back), and against a fixed snapshot for the 80x24 layout and the snapshot pictures."""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+import pty
+import select
+import struct
+import subprocess
+import sys
+import termios
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from textual.pilot import Pilot
+from textual.widget import Widget
+from textual.widgets import DataTable, Input, RichLog, Sparkline, Static, TabbedContent
+
+from rlog.cli.discovery import Settings
+from rlog.cli.terminal import ColorMode, Terminal
+from rlog.cli.tui import model
+from rlog.cli.tui.app import RlogTui
+from rlog.cli.tui.screens import CreateTopicScreen
+from rlog.cli.tui.snapshot import (
+    CommittedOffset,
+    Event,
+    GroupInfo,
+    GroupMember,
+    PartitionInfo,
+    ProcessInfo,
+    Snapshot,
+)
+from rlog.cli.tui.sources import ActionFailed, ClusterActions, Collector
+from rlog.core.protocol.apis import SUPPORTED, ApiKey
+from support.cluster import Cluster, start_cluster
+from support.replication import CONFIG
+
+ClusterFactory = Callable[..., Cluster]
+SnapCompare = Callable[..., bool]
+SIZE = (80, 24)
+WAIT_S = 20.0  # the longest any single condition may take
+# Killed brokers stay down (no restart) so the controller fences them and the ISR shrinks.
+NO_RESTARTS = CONFIG.replace("[cluster]\n", '[cluster]\nrestart_policy = "never"\n', 1)
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def run(body: Callable[[], Awaitable[None]], timeout_s: float = 45.0) -> None:
+    """Run an async test body, bounded in time."""
+    asyncio.run(asyncio.wait_for(body(), timeout_s))
+
+
+async def wait_for(pilot: Pilot[None], what: str, check: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        if check():
+            return
+        await pilot.pause(0.1)
+    app = pilot.app
+    shown = ""
+    if isinstance(app, RlogTui):
+        rows = [
+            " ".join(c.plain for c in cells)
+            for _, cells in model.broker_rows(app.snapshot or Snapshot(0.0), {})
+        ]
+        shown = f"; status: {status(app)}; processes: {rows}"
+    raise AssertionError(f"timed out after {WAIT_S} s waiting for {what}{shown}")
+
+
+def settings_for(cluster: Cluster) -> Settings:
+    # No bootstrap: found from the data dir's rlogd.json, as `rlog tui` does by default.
+    return Settings(terminal=Terminal(color=ColorMode.NEVER), data_dir=cluster.data_dir)
+
+
+def live_app(settings: Settings, interval_s: float = 0.3) -> tuple[RlogTui, Collector]:
+    collector = Collector(settings)
+    return RlogTui(collector.collect, ClusterActions(settings), interval_s=interval_s), collector
+
+
+def table(app: RlogTui, selector: str) -> DataTable[object]:
+    return app.query_one(selector, DataTable)
+
+
+def cell(app: RlogTui, selector: str, row: str, column: str) -> str:
+    found = table(app, selector)
+    if row not in [key.value for key in found.rows]:
+        return ""
+    return str(found.get_cell(row, column))
+
+
+def row_keys(app: RlogTui, selector: str) -> list[str]:
+    return [str(key.value) for key in table(app, selector).rows]
+
+
+def status(app: RlogTui) -> str:
+    return str(app.query_one("#status", Static).render())
+
+
+def event_text(app: RlogTui) -> str:
+    return "\n".join(line.text for line in app.query_one("#event-log", RichLog).lines)
+
+
+async def select_process(pilot: Pilot[None], app: RlogTui, name: str) -> None:
+    brokers = table(app, "#brokers")
+    brokers.focus()
+    brokers.move_cursor(row=row_keys(app, "#brokers").index(name))
+    await pilot.pause()
+    assert app.selected_process() == name
+
+
+# -- a live cluster ---------------------------------------------------------------------------
+
+
+@pytest.mark.integration
+def test_brokers_partitions_and_creating_a_topic(cluster_factory: ClusterFactory) -> None:
+    cluster = cluster_factory(brokers=3, config_text=CONFIG)
+    app, collector = live_app(settings_for(cluster))
+
+    async def body() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            names = ["controller", "broker-1", "broker-2", "broker-3"]
+            await wait_for(pilot, "four processes", lambda: row_keys(app, "#brokers") == names)
+            await wait_for(
+                pilot,
+                "pids of every process",
+                lambda: all(cell(app, "#brokers", n, "PID").isdigit() for n in names),
+            )
+            for broker_id in (1, 2, 3):
+                pid = cluster.broker_pid(broker_id)
+                assert cell(app, "#brokers", f"broker-{broker_id}", "PID") == str(pid)
+                assert cell(app, "#brokers", f"broker-{broker_id}", "STATE") == "running"
+
+            # c opens the form; a bad count is shown in the form, which stays open.
+            await pilot.press("c")
+            await wait_for(pilot, "the form", lambda: isinstance(app.screen, CreateTopicScreen))
+            app.screen.query_one("#name", Input).value = "orders"
+            app.screen.query_one("#partitions", Input).value = "zero"
+            await pilot.press("enter")
+            error = str(app.screen.query_one("#form-error", Static).render())
+            assert "partitions" in error and isinstance(app.screen, CreateTopicScreen)
+            app.screen.query_one("#partitions", Input).value = "3"
+            app.screen.query_one("#replication", Input).value = "3"
+            await pilot.click("#create")
+            await wait_for(pilot, "the form to close", lambda: app.screen is app.screen_stack[0])
+            await wait_for(
+                pilot, "the topic created", lambda: "Created topic orders" in status(app)
+            )
+
+            rows = ["orders-0", "orders-1", "orders-2"]
+            await wait_for(
+                pilot,
+                "three partitions with leaders and full ISRs",
+                lambda: (
+                    row_keys(app, "#partition-table")[:3] == rows
+                    and all(
+                        cell(app, "#partition-table", r, "LEADER") in {"1", "2", "3"}
+                        and len(cell(app, "#partition-table", r, "ISR").split(",")) == 3
+                        and cell(app, "#partition-table", r, "HW") == "0"
+                        for r in rows
+                    )
+                ),
+            )
+            leads = [cell(app, "#brokers", f"broker-{i}", "LEADS") for i in (1, 2, 3)]
+            assert sum(map(int, leads)) == 3
+
+            # Creating it again is an error in the status line, not a crash.
+            await pilot.press("c")
+            await wait_for(pilot, "the form", lambda: isinstance(app.screen, CreateTopicScreen))
+            app.screen.query_one("#name", Input).value = "orders"
+            await pilot.press("enter")
+            await wait_for(pilot, "the refusal", lambda: "already exists" in status(app))
+
+            # The brokers do not serve group APIs (yet): no groups, not an error.
+            await pilot.press("2")
+            assert "no consumer groups" in str(app.query_one("#groups-note", Static).render())
+            assert "consumer groups:" not in status(app)
+
+    try:
+        run(body)
+    finally:
+        collector.close()
+
+
+@pytest.mark.integration
+def test_kill_shows_the_exit_and_the_replica_out_of_sync(cluster_factory: ClusterFactory) -> None:
+    cluster = cluster_factory(brokers=3, config_text=NO_RESTARTS)
+    settings = settings_for(cluster)
+    ClusterActions(settings).create_topic("orders", 2, 3)
+    app, collector = live_app(settings)
+    old_pid = str(cluster.broker_pid(2))
+
+    async def body() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(
+                pilot,
+                "orders in sync",
+                lambda: (
+                    cell(app, "#partition-table", "orders-1", "REPLICAS") != ""
+                    and "!" not in cell(app, "#partition-table", "orders-1", "REPLICAS")
+                ),
+            )
+            await select_process(pilot, app, "broker-2")
+            await pilot.press("k")
+            await pilot.pause()
+            await pilot.press("y")  # the confirmation
+            await wait_for(
+                pilot,
+                "broker-2 down in the table",
+                lambda: (
+                    cell(app, "#brokers", "broker-2", "STATE") != "running"
+                    and cell(app, "#brokers", "broker-2", "PID") != old_pid
+                ),
+            )
+            await pilot.press("4")
+            await wait_for(
+                pilot,
+                "the exit in the events panel",
+                lambda: "process_exited" in event_text(app) and f"pid {old_pid}" in event_text(app),
+            )
+            # broker.session.timeout.ms = 3 s: fenced, then out of every ISR, marked "2!".
+            await wait_for(
+                pilot,
+                "replica 2 marked out of sync",
+                lambda: all(
+                    "2!" in cell(app, "#partition-table", r, "REPLICAS")
+                    and "2" not in cell(app, "#partition-table", r, "ISR").split(",")
+                    for r in ("orders-0", "orders-1")
+                ),
+            )
+            assert "under-replicated" in status(app)
+
+    try:
+        run(body)
+    finally:
+        collector.close()
+
+
+@pytest.mark.integration
+def test_pause_resume_and_restart_keys(cluster_factory: ClusterFactory) -> None:
+    cluster = cluster_factory(brokers=3, config_text=CONFIG)
+    app, collector = live_app(settings_for(cluster))
+
+    async def body() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, "brokers", lambda: "broker-3" in row_keys(app, "#brokers"))
+            await select_process(pilot, app, "broker-3")
+            await pilot.press("p")  # no confirmation for pause and resume
+            await wait_for(
+                pilot, "paused", lambda: cell(app, "#brokers", "broker-3", "STATE") == "paused"
+            )
+            await pilot.press("r")
+            await wait_for(
+                pilot, "running", lambda: cell(app, "#brokers", "broker-3", "STATE") == "running"
+            )
+            # s restarts it after a confirmation (n keeps it): it comes back with a new pid.
+            old_pid = cell(app, "#brokers", "broker-3", "PID")
+            await pilot.press("s")
+            await pilot.pause()
+            await pilot.press("n")
+            await pilot.pause()
+            assert app.screen is app.screen_stack[0] and "restart" not in status(app)
+            await pilot.press("s")
+            await pilot.pause()
+            await pilot.press("y")
+            await wait_for(
+                pilot,
+                "broker-3 running with a new pid",
+                lambda: (
+                    cell(app, "#brokers", "broker-3", "STATE") == "running"
+                    and cell(app, "#brokers", "broker-3", "PID") not in {old_pid, "-"}
+                ),
+            )
+
+    try:
+        run(body)
+    finally:
+        collector.close()
+
+
+@pytest.mark.integration
+def test_cluster_going_away_is_a_status_line_and_coming_back_recovers(tmp_path: Path) -> None:
+    data_dir = tmp_path / "cluster"
+    started = [start_cluster(data_dir, 1)]
+    settings = Settings(terminal=Terminal(color=ColorMode.NEVER), data_dir=data_dir)
+    app, collector = live_app(settings)
+
+    async def body() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, "broker-1", lambda: "broker-1" in row_keys(app, "#brokers"))
+            await asyncio.to_thread(started[0].stop)
+            await wait_for(pilot, "the not-running line", lambda: "not running" in status(app))
+            assert app.is_running
+            # Up again in the same data dir (on other ports): found through rlogd.json.
+            started.append(await asyncio.to_thread(start_cluster, data_dir, 1))
+            pid = str(started[-1].broker_pid(1))
+            await wait_for(
+                pilot,
+                "the new broker",
+                lambda: (
+                    cell(app, "#brokers", "broker-1", "PID") == pid
+                    and "not running" not in status(app)
+                ),
+            )
+
+    try:
+        run(body)
+    finally:
+        collector.close()
+        for cluster in started:
+            cluster.stop()
+
+
+def read_available(fd: int, seconds: float) -> bytes:
+    """What a pty's program writes during ``seconds`` (less if it closes the pty)."""
+    out = b""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.1)
+        if ready:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:  # the program exited and closed its side
+                break
+            if not chunk:
+                break
+            out += chunk
+    return out
+
+
+@pytest.mark.integration
+def test_the_rlog_tui_command_runs_in_a_terminal_and_q_quits(
+    cluster_factory: ClusterFactory,
+) -> None:
+    cluster = cluster_factory(brokers=1)
+    controller, terminal = pty.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", SIZE[1], SIZE[0], 0, 0))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RLOG_")}
+    env.update(TERM="xterm-256color", RLOG_DATA_DIR=str(cluster.data_dir))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "rlog.cli.app", "tui", "--interval", "0.5"],
+        stdin=terminal,
+        stdout=terminal,
+        stderr=terminal,
+        env=env,
+        start_new_session=True,
+    )
+    os.close(terminal)
+    try:
+        shown = b""
+        deadline = time.monotonic() + WAIT_S
+        while b"broker-1" not in shown and time.monotonic() < deadline:
+            shown += read_available(controller, 0.5)
+        assert b"broker-1" in shown, shown[-2000:]
+        os.write(controller, b"q")
+        assert process.wait(timeout=WAIT_S) == 0
+        shown += read_available(controller, 0.5)
+        assert b"Traceback" not in shown
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+        os.close(controller)
+
+
+GROUP_APIS = ApiKey.FIND_COORDINATOR in SUPPORTED and ApiKey.LIST_GROUPS in SUPPORTED
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not GROUP_APIS, reason="the brokers do not serve the group APIs yet")
+def test_a_real_consumer_group_shows_with_its_lag(cluster_factory: ClusterFactory) -> None:
+    cluster = cluster_factory(brokers=1)
+    settings = settings_for(cluster)
+    ClusterActions(settings).create_topic("events", 1, 1)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap})
+    for i in range(10):
+        producer.produce("events", value=b"%d" % i, partition=0)
+    assert producer.flush(15) == 0
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": "tui-group",
+            "client.id": "tui-test-consumer",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    app, collector = live_app(settings)
+    try:
+        consumer.subscribe(["events"])
+        read = []
+        deadline = time.monotonic() + WAIT_S
+        while len(read) < 4 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                read.append(message)
+        assert len(read) == 4, "the consumer got no records"
+        consumer.commit(message=read[-1], asynchronous=False)  # committed offset 4 of 10
+
+        async def body() -> None:
+            async with app.run_test(size=SIZE) as pilot:
+                await pilot.press("2")
+                row = "tui-group/events-0"
+                await wait_for(
+                    pilot,
+                    "the group with its committed offset and lag",
+                    lambda: (
+                        cell(app, "#group-table", row, "COMMITTED") == "4"
+                        and cell(app, "#group-table", row, "END") == "10"
+                        and cell(app, "#group-table", row, "LAG") == "6"
+                        and cell(app, "#group-table", row, "MEMBERS") == "1"
+                    ),
+                )
+                assert cell(app, "#group-table", row, "OWNER") == "tui-test-consumer"
+
+        run(body)
+    finally:
+        consumer.close()
+        collector.close()
+
+
+# -- a fixed snapshot: layout and pictures ----------------------------------------------------
+
+FIXED = Snapshot(
+    taken_at=100.0,
+    processes=(
+        ProcessInfo("controller", "controller", None, 4100, "running", 1.0, 31 * 2**20, 65.0),
+        ProcessInfo("broker-1", "broker", 1, 4101, "running", 12.0, 40 * 2**20, 65.0),
+        ProcessInfo("broker-2", "broker", 2, None, "stopped", None, None, None, 1),
+        ProcessInfo("broker-3", "broker", 3, 4103, "paused", 0.0, 41 * 2**20, 300.0),
+    ),
+    partitions=(
+        PartitionInfo("orders", 0, 1, 3, (1, 2, 3), (1, 3), 120, ((1, 150), (2, 80), (3, 150))),
+        PartitionInfo("orders", 1, 3, 2, (2, 3, 1), (3, 1), 90, ((2, None), (3, 95), (1, 90))),
+        PartitionInfo("orders", 2, -1, 5, (3, 1, 2), (), None, ((3, None), (1, None), (2, None))),
+    ),
+    groups=(
+        GroupInfo(
+            "billing",
+            "stable",
+            (GroupMember("m-1", "billing-app", "/127.0.0.1", (("orders", 0), ("orders", 1))),),
+            (CommittedOffset("orders", 0, 100), CommittedOffset("orders", 1, None)),
+        ),
+    ),
+    events=(
+        Event(1_795_000_000.0, "rlogd", "process_exited", "broker-2 (pid 4102) exited"),
+        Event(1_795_000_004.0, "controller", "isr_shrunk", "orders-0: ISR 1,2,3 -> 1,3"),
+    ),
+)
+# The same cluster a second later: broker-1 appended 30 records to orders-0, broker-3 5.
+LATER = Snapshot(
+    taken_at=101.0,
+    processes=FIXED.processes,
+    partitions=(
+        PartitionInfo("orders", 0, 1, 3, (1, 2, 3), (1, 3), 150, ((1, 180), (2, 80), (3, 180))),
+        PartitionInfo("orders", 1, 3, 2, (2, 3, 1), (3, 1), 95, ((2, None), (3, 100), (1, 95))),
+        FIXED.partitions[2],
+    ),
+    groups=FIXED.groups,
+)
+
+
+@pytest.fixture
+def utc() -> Iterator[None]:
+    """Event times in UTC, so the pictures do not depend on the machine's zone."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    mp.undo()
+    time.tzset()
+
+
+def fixed_app() -> RlogTui:
+    return RlogTui(None, None, title="rlog", sub_title="fixed snapshot")
+
+
+async def show_fixed(pilot: Pilot[None]) -> None:
+    app = pilot.app
+    assert isinstance(app, RlogTui)
+    app.show_snapshot(FIXED)
+    app.show_snapshot(LATER)
+    await pilot.pause()
+
+
+def visible(app: RlogTui, widget: Widget) -> bool:
+    """On screen, not zero-sized, and inside the 80x24 terminal."""
+    region = widget.region
+    screen = app.screen.region
+    return (
+        widget.display and region.width > 0 and region.height > 0 and screen.contains_region(region)
+    )
+
+
+def test_every_panel_is_usable_at_80x24(utc: None) -> None:
+    app = fixed_app()
+
+    async def body() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await show_fixed(pilot)
+            for always in ("#brokers", "#panels", "#status"):
+                assert visible(app, app.query_one(always)), always
+            assert table(app, "#brokers").row_count == 4
+            panels = {
+                "1": ("partitions", "#partition-table"),
+                "2": ("groups", "#group-table"),
+                "3": ("rates", "#rate-2"),
+                "4": ("events", "#event-log"),
+            }
+            for key, (tab, selector) in panels.items():
+                await pilot.press(key)
+                await pilot.pause()
+                assert app.query_one(TabbedContent).active == tab
+                assert visible(app, app.query_one(selector)), selector
+                assert visible(app, table(app, "#brokers"))  # still there to act on
+            # Rates: broker-1 led 30 new records in one second, broker-3 5.
+            assert app.query_one("#rate-1", Sparkline).data[-1] == 30.0
+            assert app.query_one("#rate-3", Sparkline).data[-1] == 5.0
+            assert cell(app, "#brokers", "broker-1", "IN/s") == "30"
+            # The create-topic form fits too, buttons included.
+            await pilot.press("c")
+            await pilot.pause()
+            for part in ("#name", "#partitions", "#replication", "#create", "#cancel"):
+                assert visible(app, app.screen.query_one(part)), part
+            await pilot.press("escape")
+            await pilot.pause()
+            assert not isinstance(app.screen, CreateTopicScreen)
+
+    run(body, timeout_s=20)
+
+
+def test_keys_without_a_selection_or_with_a_failing_action_do_not_crash(utc: None) -> None:
+    class Refusing:
+        def process(self, op: str, target: str) -> str:
+            raise ActionFailed(f"{op} {target}: refused by rlogd")
+
+        def create_topic(self, name: str, partitions: int, replication_factor: int) -> str:
+            raise RuntimeError("boom")
+
+    app = RlogTui(None, Refusing())
+
+    async def body() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("p")  # nothing shown yet: nothing selected
+            assert "no process selected" in status(app)
+            await show_fixed(pilot)
+            # While a dialog is open the dashboard's keys do nothing: no second dialog.
+            await pilot.press("k")
+            await pilot.pause()
+            for key in ("k", "c", "2"):
+                await pilot.press(key)
+                await pilot.pause()
+            assert (
+                len(app.screen_stack) == 2 and app.query_one(TabbedContent).active == "partitions"
+            )
+            await pilot.press("n")
+            await pilot.pause()
+            assert len(app.screen_stack) == 1
+            await select_process(pilot, app, "broker-3")
+            await pilot.press("r")
+            await wait_for(pilot, "the refusal", lambda: "refused by rlogd" in status(app))
+            await pilot.press("c")
+            await pilot.pause()
+            app.screen.query_one("#name", Input).value = "t"
+            await pilot.press("enter")
+            await wait_for(pilot, "the error", lambda: "RuntimeError: boom" in status(app))
+            assert app.is_running
+
+    run(body, timeout_s=20)
+
+
+def test_a_failing_source_is_a_status_line_until_it_works_again() -> None:
+    healthy = threading.Event()
+
+    def source() -> Snapshot:
+        if not healthy.is_set():
+            raise RuntimeError("disk on fire")
+        return FIXED
+
+    app = RlogTui(source, None, interval_s=0.1)
+
+    async def body() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, "the failure", lambda: "disk on fire" in status(app))
+            healthy.set()
+            await wait_for(pilot, "the processes", lambda: table(app, "#brokers").row_count == 4)
+            assert "disk on fire" not in status(app)
+
+    run(body, timeout_s=20)
+
+
+def test_snapshot_partitions(snap_compare: SnapCompare, utc: None) -> None:
+    assert snap_compare(fixed_app(), terminal_size=SIZE, run_before=show_fixed)
+
+
+def test_snapshot_groups(snap_compare: SnapCompare, utc: None) -> None:
+    assert snap_compare(fixed_app(), press=["2"], terminal_size=SIZE, run_before=show_fixed)
+
+
+def test_snapshot_events(snap_compare: SnapCompare, utc: None) -> None:
+    assert snap_compare(fixed_app(), press=["4"], terminal_size=SIZE, run_before=show_fixed)
+
+
+def test_snapshot_create_topic_form(snap_compare: SnapCompare, utc: None) -> None:
+    assert snap_compare(fixed_app(), press=["c"], terminal_size=SIZE, run_before=show_fixed)
+
+
+def test_snapshot_rates(snap_compare: SnapCompare, utc: None) -> None:
+    assert snap_compare(fixed_app(), press=["3"], terminal_size=SIZE, run_before=show_fixed)

@@ -1,0 +1,364 @@
+"""The TUI's model: pure functions from snapshots to rows, bars, marks and rates, and the
+groups source's reading of AdminClient answers, all without Textual or a cluster."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from typing import Any
+
+import pytest
+from confluent_kafka import (
+    ConsumerGroupState,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
+from confluent_kafka.admin import (
+    ConsumerGroupDescription,
+    ConsumerGroupListing,
+    ListConsumerGroupsResult,
+    MemberAssignment,
+    MemberDescription,
+)
+
+from rlog.cli.discovery import Settings
+from rlog.cli.terminal import ColorMode, Terminal
+from rlog.cli.tui import model
+from rlog.cli.tui.groups import NO_GROUPS, GroupsSource
+from rlog.cli.tui.snapshot import (
+    CommittedOffset,
+    Event,
+    GroupInfo,
+    GroupMember,
+    PartitionInfo,
+    ProcessInfo,
+    Snapshot,
+)
+
+
+def partition(
+    topic: str = "orders",
+    number: int = 0,
+    *,
+    leader: int = 1,
+    replicas: tuple[int, ...] = (1, 2, 3),
+    isr: tuple[int, ...] = (1, 2, 3),
+    hw: int | None = 100,
+    leos: dict[int, int | None] | None = None,
+) -> PartitionInfo:
+    ends = leos if leos is not None else dict.fromkeys(replicas, 100)
+    return PartitionInfo(topic, number, leader, 4, replicas, isr, hw, tuple(ends.items()))
+
+
+def brokers(*states: str) -> tuple[ProcessInfo, ...]:
+    controller = ProcessInfo("controller", "controller", None, 10, "running")
+    found = [
+        ProcessInfo(f"broker-{i}", "broker", i, 10 + i, state, 5.0, 2**20 * 40, 90.0)
+        for i, state in enumerate(states, start=1)
+    ]
+    return (controller, *found)
+
+
+def plain(row: model.Row) -> list[str]:
+    return [cell.plain for cell in row[1]]
+
+
+# -- brokers ----------------------------------------------------------------------------------
+
+
+def test_broker_rows_show_process_columns_and_leader_counts() -> None:
+    snapshot = Snapshot(
+        1.0,
+        processes=brokers("running", "paused"),
+        partitions=(partition(number=0, leader=1), partition(number=1, leader=1)),
+    )
+    rows = model.broker_rows(snapshot, {1: 12.5, 2: 0.0})
+    assert [key for key, _ in rows] == ["controller", "broker-1", "broker-2"]
+    assert plain(rows[0])[:4] == ["controller", "controller", "running", "10"]
+    assert plain(rows[0])[-2:] == ["-", "-"]  # the controller leads no partitions
+    assert plain(rows[1]) == [
+        "broker-1",
+        "broker",
+        "running",
+        "11",
+        "5",
+        "40M",
+        "90s",
+        "0",
+        "2",
+        "12",
+    ]
+    assert plain(rows[2])[2] == "paused" and rows[2][1][2].style == "yellow"
+    assert plain(rows[2])[-2:] == ["0", "0"]
+
+
+def test_process_info_reads_rlogd_status_entries_including_unknowns() -> None:
+    entry = {"name": "broker-2", "id": 2, "pid": None, "state": "restarting", "restarts": 3}
+    info = ProcessInfo.from_status(entry, "broker")
+    assert info == ProcessInfo("broker-2", "broker", 2, None, "restarting", restarts=3)
+    row = model.broker_rows(Snapshot(0.0, processes=(info,)), {})[0]
+    assert plain(row)[3:7] == ["-", "-", "-", "-"]
+
+
+# -- partitions -------------------------------------------------------------------------------
+
+
+def test_out_of_sync_replicas_are_marked() -> None:
+    p = partition(isr=(1, 3))
+    assert model.out_of_sync(p) == (2,)
+    cell = model.replicas_cell(p)
+    assert cell.plain == "1,2!,3"
+    marked = [span for span in cell.spans if span.style == model.OUT_OF_SYNC_STYLE]
+    assert [cell.plain[s.start : s.end] for s in marked] == ["2!"]
+    assert model.replicas_cell(partition()).plain == "1,2,3"
+
+
+@pytest.mark.parametrize(
+    ("leo", "leader_end", "bar"),
+    [
+        (100, 100, "████"),
+        (0, 0, "████"),  # an empty log: nothing to lag behind
+        (50, 100, "██··"),
+        (0, 100, "····"),
+        (99, 100, "███▉"),  # one record behind never looks caught up
+        (None, 100, "????"),
+        (100, None, "????"),
+    ],
+)
+def test_lag_bar(leo: int | None, leader_end: int | None, bar: str) -> None:
+    assert model.lag_bar(leo, leader_end) == bar
+    assert len(model.lag_bar(leo, leader_end, width=10)) == 10
+
+
+def test_partition_rows_have_leo_and_lag_per_broker() -> None:
+    lagging = partition(number=0, isr=(1, 3), leos={1: 150, 2: 80, 3: 150}, hw=120)
+    offline = partition(number=1, leader=-1, isr=(), hw=None, leos={1: None, 2: None, 3: None})
+    two = partition("a", 0, leader=2, replicas=(2, 4), isr=(2, 4), leos={2: 7, 4: 7}, hw=7)
+    internal = partition("__consumer_offsets", 0)
+    columns = model.partition_columns([lagging, offline, two, internal])
+    assert columns == (*model.PARTITION_COLUMNS, "1 LEO", "2 LEO", "3 LEO", "4 LEO")
+    rows = model.partition_rows([internal, offline, lagging, two])
+    assert [key for key, _ in rows] == ["a-0", "orders-0", "orders-1", "__consumer_offsets-0"]
+    a, first, second, _ = (plain(r) for r in rows)
+    assert a == ["a", "0", "2", "4", "2,4", "2,4", "7", "", "7 ████", "", "7 ████"]
+    assert first[:7] == ["orders", "0", "1", "4", "1,2!,3", "1,3", "120"]
+    assert first[7:] == ["150 ████", "80 ██▏· -70", "150 ████", ""]
+    assert second[2] == "none" and second[6] == "-"
+    assert second[7:10] == ["- ????"] * 3
+    assert all(len(plain(r)) == len(columns) for r in rows)
+
+
+def test_lag_is_behind_the_leaders_leo() -> None:
+    p = partition(leader=3, leos={1: 90, 2: None, 3: 95})
+    assert model.leader_leo(p) == 95
+    assert [model.lag(p, r) for r in (1, 2, 3)] == [5, None, 0]
+    assert model.lag(partition(leader=-1), 1) is None
+
+
+def test_leader_counts() -> None:
+    parts = [partition(leader=1), partition(number=1, leader=1), partition(number=2, leader=-1)]
+    assert model.leader_counts(parts) == {1: 2}
+
+
+# -- consumer groups --------------------------------------------------------------------------
+
+
+def test_group_rows_lag_from_the_partitions_high_watermark() -> None:
+    member = GroupMember("m-1", "billing-app", "/127.0.0.1", (("orders", 0),))
+    groups = [
+        GroupInfo(
+            "billing",
+            "stable",
+            (member,),
+            (CommittedOffset("orders", 1, None), CommittedOffset("orders", 0, 100)),
+        ),
+        GroupInfo("audit", "empty"),
+    ]
+    parts = [partition(number=0, hw=120), partition(number=1, hw=None)]
+    rows = model.group_rows(groups, parts)
+    assert [key for key, _ in rows] == ["audit", "billing/orders-0", "billing/orders-1"]
+    assert plain(rows[0]) == ["audit", "empty", "0", "-", "-", "-", "-", "-", "-"]
+    assert plain(rows[1]) == [
+        "billing",
+        "stable",
+        "1",
+        "orders",
+        "0",
+        "100",
+        "120",
+        "20",
+        "billing-app",
+    ]
+    assert plain(rows[2])[5:] == ["-", "-", "-", "-"]
+
+
+def test_groups_message_says_no_consumer_groups_rather_than_an_error() -> None:
+    assert model.groups_message(Snapshot(0.0)) == "no consumer groups"
+    note = "no consumer groups (the brokers do not serve the group APIs)"
+    assert model.groups_message(Snapshot(0.0, groups_note=note)) == note
+    assert model.groups_message(Snapshot(0.0, groups=(GroupInfo("g", "stable"),))).startswith("1 ")
+    assert model.group_lag(5, 3) == 0 and model.group_lag(None, 3) is None
+
+
+# -- the groups source, on AdminClient answers --------------------------------------------------
+
+
+def done(value: Any = None, error: BaseException | None = None) -> Future[Any]:
+    future: Future[Any] = Future()
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(value)
+    return future
+
+
+class FakeAdmin:
+    """Answers as confluent-kafka's AdminClient does, from plain data."""
+
+    def __init__(self, listed: Future[Any], described: dict[str, Any], offsets: dict) -> None:
+        self.listed = listed
+        self.described = described
+        self.offsets = offsets
+
+    def list_consumer_groups(self, **_: Any) -> Future[Any]:
+        return self.listed
+
+    def describe_consumer_groups(self, ids: list[str], **_: Any) -> dict[str, Future[Any]]:
+        return {gid: done(self.described[gid]) for gid in ids}
+
+    def list_consumer_group_offsets(self, request: list, **_: Any) -> dict[str, Future[Any]]:
+        (wanted,) = request  # one group per request, as the real client insists
+        return {wanted.group_id: done(self.offsets[wanted.group_id])}
+
+
+def source_with(admin: FakeAdmin) -> GroupsSource:
+    settings = Settings(terminal=Terminal(color=ColorMode.NEVER))
+    source = GroupsSource(settings, timeout_s=1.0)
+    source._client = admin  # type: ignore[assignment]
+    source._bootstrap = "b:1"
+    return source
+
+
+def test_groups_source_reads_members_assignment_and_offsets() -> None:
+    assignment = MemberAssignment([TopicPartition("orders", 0), TopicPartition("orders", 1)])
+    member = MemberDescription("m-1", "app", "/127.0.0.1", assignment)
+    description = ConsumerGroupDescription(
+        "billing", False, [member], "range", ConsumerGroupState.STABLE, None
+    )
+    committed = ConsumerGroupTopicPartitions(
+        "billing", [TopicPartition("orders", 0, 42), TopicPartition("orders", 1, -1001)]
+    )
+    listed = done(ListConsumerGroupsResult([ConsumerGroupListing("billing", False)], []))
+    groups, note = source_with(
+        FakeAdmin(listed, {"billing": description}, {"billing": committed})
+    ).fetch("b:1")
+    assert note is None
+    assert groups == (
+        GroupInfo(
+            "billing",
+            "stable",
+            (GroupMember("m-1", "app", "/127.0.0.1", (("orders", 0), ("orders", 1))),),
+            (CommittedOffset("orders", 0, 42), CommittedOffset("orders", 1, None)),
+        ),
+    )
+
+
+@pytest.mark.parametrize(
+    "listed",
+    [
+        done(ListConsumerGroupsResult([], [])),
+        done(error=KafkaException(KafkaError(KafkaError._UNSUPPORTED_FEATURE))),
+        done(
+            ListConsumerGroupsResult(
+                [], [KafkaException(KafkaError(KafkaError.UNSUPPORTED_VERSION))]
+            )
+        ),
+    ],
+    ids=["empty", "unsupported", "unsupported-per-broker"],
+)
+def test_no_groups_or_no_group_apis_is_no_consumer_groups(listed: Future[Any]) -> None:
+    groups, note = source_with(FakeAdmin(listed, {}, {})).fetch("b:1")
+    assert groups == ()
+    assert note is not None and note.startswith(NO_GROUPS)
+
+
+def test_other_group_failures_are_errors() -> None:
+    listed = done(error=KafkaException(KafkaError(KafkaError._TRANSPORT)))
+    with pytest.raises(KafkaException):
+        source_with(FakeAdmin(listed, {}, {})).fetch("b:1")
+
+
+# -- rates ------------------------------------------------------------------------------------
+
+
+def test_records_in_sums_leader_leo_growth_per_leader() -> None:
+    procs = brokers("running", "running", "running")
+    before = Snapshot(
+        10.0,
+        processes=procs,
+        partitions=(
+            partition(number=0, leader=1, leos={1: 100, 2: 100, 3: 100}),
+            partition(number=1, leader=1, leos={1: 10, 2: 10, 3: 10}),
+            partition(number=2, leader=2, leos={1: 50, 2: 50, 3: 50}),
+        ),
+    )
+    after = Snapshot(
+        12.0,
+        processes=procs,
+        partitions=(
+            partition(number=0, leader=1, leos={1: 140, 2: 120, 3: 140}),
+            partition(number=1, leader=1, leos={1: 30, 2: 30, 3: 30}),
+            partition(number=2, leader=3, leos={1: 40, 2: None, 3: 40}),  # truncated: no rate
+            partition(number=3, leader=2, leos={1: 9, 2: 9, 3: 9}),  # new: no rate yet
+        ),
+    )
+    assert model.records_in(before, after) == {1: 30.0, 2: 0.0, 3: 0.0}
+    assert model.records_in(None, after) == {1: 0.0, 2: 0.0, 3: 0.0}
+    assert model.records_in(after, after) == {1: 0.0, 2: 0.0, 3: 0.0}
+
+
+def test_series_grow_and_are_bounded() -> None:
+    history: dict[int, tuple[float, ...]] = {}
+    for value in range(5):
+        history = model.push_series(history, {1: float(value)}, keep=3)
+    assert history == {1: (2.0, 3.0, 4.0)}
+    history = model.push_series(history, {2: 7.0}, keep=3)
+    assert history == {1: (3.0, 4.0, 0.0), 2: (7.0,)}
+    assert model.padded((7.0,), keep=3) == (0.0, 0.0, 7.0)
+    (one, two) = model.rate_views(history)
+    assert one.caption == "broker-1 in 0/s (peak 4.0)" and len(two.series) == model.SERIES_LENGTH
+
+
+# -- events, status, the form -----------------------------------------------------------------
+
+
+def test_event_line_and_status_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(model, "clock", lambda ts: "12:00:00")
+    line = model.event_line(Event(1.0, "rlogd", "process_exited", "broker-2 exited"))
+    assert line.plain == "12:00:00 rlogd process_exited broker-2 exited"
+    assert model.status_line(None, 1.0).plain == "connecting..."
+    down = Snapshot(0.0, errors=("rlog cluster is not running in /d", "cannot reach any broker"))
+    assert model.status_line(down, 1.0).plain == "rlog cluster is not running in /d (+1 more)"
+    snapshot = Snapshot(
+        0.0,
+        processes=brokers("running", "stopped"),
+        partitions=(partition(isr=(1,)), partition(number=1, leader=-1)),
+    )
+    assert model.status_line(snapshot, 0.5).plain == (
+        "1/2 brokers running, 2 partitions, 1 under-replicated, 1 offline; refresh 0.5s"
+    )
+
+
+def test_parse_topic_form() -> None:
+    assert model.parse_topic_form(" orders ", "3", " 2") == model.TopicRequest("orders", 3, 2)
+    for name, parts, factor, complaint in [
+        ("", "1", "1", "topic name"),
+        ("a b", "1", "1", "topic name"),
+        ("..", "1", "1", "topic name"),
+        ("x" * 250, "1", "1", "topic name"),
+        ("t", "zero", "1", "partitions"),
+        ("t", "1", "0", "replication factor"),
+    ]:
+        with pytest.raises(ValueError, match=complaint):
+            model.parse_topic_form(name, parts, factor)

@@ -71,11 +71,15 @@ class GroupService:
         self._led: set[int] = set()
         self._background: set[asyncio.Task[None]] = set()
         self._creating: asyncio.Task[None] | None = None
+        self._metadata_read = False  # this broker has read the metadata log to its end once
 
     # ---- ownership ---------------------------------------------------------------------
 
     def on_metadata(self) -> None:
         """After the replicas took a metadata change: load or unload offsets partitions."""
+        # Once caught up it stays "read": later records only trail by a fetch, and refusing
+        # FindCoordinator whenever an ISR change is in flight would stall every client.
+        self._metadata_read = self._metadata_read or self.link.caught_up
         topic = self.link.image.topics.get(OFFSETS_TOPIC)
         if topic is None:
             for partition in sorted(self._led):
@@ -144,7 +148,7 @@ class GroupService:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, message, nowhere
         if not key:
             return ErrorCode.INVALID_REQUEST, "empty group id", nowhere
-        if not self.link.caught_up:
+        if not self._metadata_read:
             # A restarted broker's image may still name it leader of partitions it lost.
             message = "this broker is still reading the cluster metadata"
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, message, nowhere

@@ -46,8 +46,23 @@ def members(tmp_path: Path) -> Iterator[list[MemberProcess]]:
 
 
 def make_topic(cluster: Cluster, name: str, partitions: int = PARTITIONS) -> None:
+    """Create the topic and wait until every broker's metadata has it with leaders: a member
+    whose first Metadata misses it (kafka-python) would not ask again for minutes."""
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.create_topics([NewTopic(name, partitions, 3)])[name].result(timeout=30)
+    for address in cluster.bootstrap.split(","):
+        one = AdminClient({"bootstrap.servers": address})
+
+        def known(one: AdminClient = one) -> bool:
+            topic = one.list_topics(name, timeout=10).topics.get(name)
+            return (
+                topic is not None
+                and topic.error is None
+                and len(topic.partitions) == partitions
+                and all(p.leader >= 0 for p in topic.partitions.values())
+            )
+
+        wait_until(f"{name} in the metadata of {address}", known)
 
 
 def produce_numbers(cluster: Cluster, topic: str, numbers: range, partition: int = -1) -> None:
@@ -107,11 +122,19 @@ def test_a_group_splits_partitions_and_rebalances_on_join_leave_and_crash(
     first = member("first")
     first.wait_for("all partitions", lambda: first.assignment == list(range(PARTITIONS)))
     second = member("second")
-    wait_until("a split on join", lambda: split_evenly([first, second], PARTITIONS))
+    wait_until(
+        "a split on join",
+        lambda: split_evenly([first, second], PARTITIONS),
+        members=[first, second],
+    )
     second.stop()  # closes its consumer: LeaveGroup
     first.wait_for("all partitions after a leave", lambda: first.assignment == list(range(6)))
     third = member("third")
-    wait_until("a split on the next join", lambda: split_evenly([first, third], PARTITIONS))
+    wait_until(
+        "a split on the next join",
+        lambda: split_evenly([first, third], PARTITIONS),
+        members=[first, third],
+    )
     third.kill()  # no LeaveGroup: the coordinator notices when its session times out
     first.wait_for(
         "all partitions after a crash", lambda: first.assignment == list(range(6)), timeout_s=20
@@ -140,9 +163,13 @@ def test_the_client_side_assignors_work(
     for name in ("a", "b", "c"):
         trio.append(MemberProcess(tmp_path, name, **common))
         members.append(trio[-1])
-        wait_until(f"a split with {len(trio)}", lambda: split_evenly(trio, PARTITIONS))
+        wait_until(
+            f"a split with {len(trio)}", lambda: split_evenly(trio, PARTITIONS), members=trio
+        )
     trio[0].stop()
-    wait_until("a split after a leave", lambda: split_evenly(trio[1:], PARTITIONS))
+    wait_until(
+        "a split after a leave", lambda: split_evenly(trio[1:], PARTITIONS), members=trio[1:]
+    )
 
 
 def test_a_restarted_static_member_gets_its_partitions_back_without_a_rebalance(

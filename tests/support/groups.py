@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -113,13 +113,20 @@ class MemberProcess:
                 self.kill()
 
 
-def wait_until(what: str, check: Callable[[], bool], timeout_s: float = 30) -> None:
+def wait_until(
+    what: str,
+    check: Callable[[], bool],
+    timeout_s: float = 30,
+    members: Sequence[MemberProcess] = (),
+) -> None:
+    """Wait for `check`; on a timeout, say what each of `members` last reported."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if check():
             return
         time.sleep(0.1)
-    raise AssertionError(f"no {what} within {timeout_s} s")
+    seen = {m.name: (m.process.poll(), m.events()[-3:]) for m in members}
+    raise AssertionError(f"no {what} within {timeout_s} s; members' exit codes, events: {seen}")
 
 
 def split_evenly(members: list[MemberProcess], partitions: int) -> bool:

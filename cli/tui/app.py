@@ -76,8 +76,9 @@ class RlogTui(App[None]):
         self.sub_title = sub_title
         self.snapshot: Snapshot | None = None
         self.action_message: Text | None = None
-        self._previous: Snapshot | None = None  # the last snapshot with partitions, for rates
-        self._history: dict[int, tuple[float, ...]] = {}
+        self._previous: Snapshot | None = None  # the last snapshot with counters, for rates
+        self._history_in: dict[int, tuple[float, ...]] = {}
+        self._history_out: dict[int, tuple[float, ...]] = {}
         self._collecting = False
 
     # -- layout -------------------------------------------------------------------------------
@@ -129,15 +130,16 @@ class RlogTui(App[None]):
 
     def show_snapshot(self, snapshot: Snapshot) -> None:
         """Show one snapshot: every table, the sparklines, new events and the status line."""
-        rates = model.records_in(self._previous, snapshot)
-        self._history = model.push_series(self._history, rates)
-        if snapshot.partitions:
+        rates = model.traffic_rates(self._previous, snapshot)
+        self._history_in = model.push_series(self._history_in, rates.records_in)
+        self._history_out = model.push_series(self._history_out, rates.records_out)
+        if snapshot.traffic:
             self._previous = snapshot
         self.snapshot = snapshot
         sync_table(
             self.query_one("#brokers", DataTable),
             model.BROKER_COLUMNS,
-            model.broker_rows(snapshot, rates),
+            model.broker_rows(snapshot, rates.records_in),
         )
         partitions = self.query_one("#partition-table", DataTable)
         columns = model.partition_columns(snapshot.partitions)
@@ -156,15 +158,16 @@ class RlogTui(App[None]):
 
     def _show_rates(self) -> None:
         box = self.query_one("#rate-list", VerticalScroll)
-        for view in model.rate_views(self._history):
-            found = box.query(f"#rate-{view.broker}")
+        for view in model.rate_views(self._history_in, self._history_out):
+            name = f"{view.broker}-{view.direction}"
+            found = box.query(f"#rate-{name}")
             if found:
                 spark = found.first(Sparkline)
             else:
-                spark = Sparkline((), id=f"rate-{view.broker}", classes="rate")
-                box.mount(Label("", id=f"rate-label-{view.broker}", markup=False), spark)
+                spark = Sparkline((), id=f"rate-{name}", classes=f"rate rate-{view.direction}")
+                box.mount(Label("", id=f"rate-label-{name}", markup=False), spark)
             spark.data = list(view.series)
-            label = box.query(f"#rate-label-{view.broker}")
+            label = box.query(f"#rate-label-{name}")
             if label:
                 label.first(Label).update(view.caption)
 

@@ -20,10 +20,9 @@ def tui(
     data_dir: DataDirOption = None,
 ) -> None:
     """A live dashboard: brokers (state, pid, CPU, RSS, leaderships), partitions (leader,
-    epoch, replicas and ISR, HW, each replica's LEO and lag), consumer groups, records/s in per
-    broker, and the event journal. Keys: k kill, p pause, r resume, s restart the selected
-    process; c create a topic; q quit. Records/s out is not shown: rlog keeps no per-broker
-    count of records read."""
+    epoch, replicas and ISR, HW, each replica's LEO and lag), consumer groups, records/s in and
+    out per broker, and the event journal. Keys: k kill, p pause, r resume, s restart the
+    selected process; c create a topic; q quit."""
     from rlog.cli.tui.app import RlogTui  # Textual loads only here
     from rlog.cli.tui.sources import ClusterActions, Collector
 

@@ -3,9 +3,9 @@
 Nothing here does I/O or knows Textual: cells are rich ``Text`` so the tests can read both the
 characters and the styles.
 
-Records/s "in" per broker are derived: between two snapshots, each partition's leader LEO
-grows by the records appended to it, and the sum over the partitions a broker leads is that
-broker's rate. Nothing in rlog counts records read per broker, so there is no "out" rate.
+Records/s in and out per broker come from the counters each broker rewrites every second
+(`traffic.json`: records produced to it, records its consumer fetches returned): the rate is
+the difference between two snapshots over the time between the broker's two writes.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ BAR_WIDTH = 4
 _EIGHTHS = " ▏▎▍▌▋▊▉█"
 SERIES_LENGTH = 60  # sparkline points kept per broker: a minute at the default interval
 RATES_NOTE = (
-    "in/s: records appended per second to the partitions a broker leads (from leader LEO "
-    "deltas). Records/s out is not shown: rlog keeps no per-broker count of records read."
+    "Per broker: records/s produced to it (in) and returned by its consumer fetches (out), "
+    "from the counters it writes every second. Replication is not counted."
 )
 
 STATE_STYLES = {
@@ -259,24 +259,28 @@ def groups_message(snapshot: Snapshot) -> str:
 # -- rates ------------------------------------------------------------------------------------
 
 
-def records_in(previous: Snapshot | None, current: Snapshot) -> dict[int, float]:
-    """Records/s appended per leader broker between two snapshots (0 for a broker that leads
-    nothing). A partition whose leader LEO is unknown in either snapshot, or moved back (a
-    truncation), counts nothing."""
-    rates = dict.fromkeys(broker_ids(current.processes), 0.0)
-    if previous is None:
-        return rates
-    elapsed = current.taken_at - previous.taken_at
-    if elapsed <= 0:
-        return rates
-    before = {(p.topic, p.partition): leader_leo(p) for p in previous.partitions}
-    for p in current.partitions:
-        now_end = leader_leo(p)
-        then_end = before.get((p.topic, p.partition))
-        if p.leader == NO_LEADER or now_end is None or then_end is None:
+@dataclass(frozen=True)
+class Rates:
+    """Records/s in and out per broker (0 for a broker with no counters yet)."""
+
+    records_in: dict[int, float]
+    records_out: dict[int, float]
+
+
+def traffic_rates(previous: Snapshot | None, current: Snapshot) -> Rates:
+    """Each broker's rates between two snapshots of its counters. A broker that restarted in
+    between (another pid) or wrote nothing new counts 0 this time."""
+    brokers = broker_ids(current.processes)
+    rates_in, rates_out = dict.fromkeys(brokers, 0.0), dict.fromkeys(brokers, 0.0)
+    before = {t.broker: t for t in previous.traffic} if previous is not None else {}
+    for now in current.traffic:
+        then = before.get(now.broker)
+        if then is None or then.pid != now.pid or now.ts <= then.ts:
             continue
-        rates[p.leader] = rates.get(p.leader, 0.0) + max(0, now_end - then_end) / elapsed
-    return rates
+        elapsed = now.ts - then.ts
+        rates_in[now.broker] = max(0, now.records_in - then.records_in) / elapsed
+        rates_out[now.broker] = max(0, now.records_out - then.records_out) / elapsed
+    return Rates(rates_in, rates_out)
 
 
 def push_series(
@@ -295,6 +299,7 @@ class RateView:
     """One broker's sparkline and its caption."""
 
     broker: int
+    direction: str  # "in" or "out"
     series: tuple[float, ...]
     caption: str
 
@@ -305,13 +310,18 @@ def padded(series: Sequence[float], keep: int = SERIES_LENGTH) -> tuple[float, .
     return (0.0,) * max(0, keep - len(series)) + tuple(series)[-keep:]
 
 
-def rate_views(history: Mapping[int, tuple[float, ...]]) -> list[RateView]:
+def rate_views(
+    history_in: Mapping[int, tuple[float, ...]], history_out: Mapping[int, tuple[float, ...]]
+) -> list[RateView]:
+    """Two sparklines per broker, in then out, each with its caption."""
     views = []
-    for broker, series in sorted(history.items()):
-        last = series[-1] if series else None
-        peak = max(series, default=0.0)
-        caption = f"broker-{broker} in {rate(last)}/s (peak {rate(peak)})"
-        views.append(RateView(broker, padded(series), caption))
+    for broker in sorted(set(history_in) | set(history_out)):
+        for direction, history in (("in", history_in), ("out", history_out)):
+            series = history.get(broker, ())
+            last = series[-1] if series else None
+            peak = max(series, default=0.0)
+            caption = f"broker-{broker} {direction} {rate(last)}/s (peak {rate(peak)})"
+            views.append(RateView(broker, direction, padded(series), caption))
     return views
 
 

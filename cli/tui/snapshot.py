@@ -107,6 +107,27 @@ class Event:
 
 
 @dataclass(frozen=True)
+class BrokerTraffic:
+    """A broker's client traffic counters since it started (its `traffic.json`)."""
+
+    broker: int
+    pid: int  # a restarted broker starts counting from 0 again
+    ts: float  # wall time the broker wrote them
+    records_in: int
+    records_out: int
+
+    @classmethod
+    def from_file(cls, broker: int, document: dict[str, Any]) -> BrokerTraffic:
+        return cls(
+            broker=broker,
+            pid=int(document.get("pid") or 0),
+            ts=float(document.get("ts") or 0.0),
+            records_in=int(document.get("records_in") or 0),
+            records_out=int(document.get("records_out") or 0),
+        )
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """Everything one refresh learned. A source that failed leaves its part empty and says why
     in ``errors``; the other parts are still shown."""
@@ -117,4 +138,5 @@ class Snapshot:
     groups: tuple[GroupInfo, ...] = ()
     groups_note: str | None = None  # why there are no groups, when the broker said so
     events: tuple[Event, ...] = ()  # journal lines new since the previous snapshot
+    traffic: tuple[BrokerTraffic, ...] = ()  # each running broker's counters
     errors: tuple[str, ...] = field(default=())

@@ -33,7 +33,15 @@ from rlog.cli.discovery import (
 )
 from rlog.cli.terminal import CliError
 from rlog.cli.tui.groups import GroupsSource
-from rlog.cli.tui.snapshot import Event, GroupInfo, PartitionInfo, ProcessInfo, Snapshot
+from rlog.cli.tui.snapshot import (
+    BrokerTraffic,
+    Event,
+    GroupInfo,
+    PartitionInfo,
+    ProcessInfo,
+    Snapshot,
+)
+from rlog.daemon.broker.traffic import read_traffic
 from rlog.daemon.events import EventTail
 
 # A refresh must not hang on a paused broker: ask each with a short timeout.
@@ -76,6 +84,7 @@ class Collector:
         partitions = _outcome(parts.result, (), errors)
         group_list, note = _outcome(groups.result, ((), None), errors)
         return Snapshot(
+            traffic=self.traffic(processes),
             taken_at=time.monotonic(),
             processes=processes,
             partitions=partitions,
@@ -84,6 +93,17 @@ class Collector:
             events=events,
             errors=tuple(dict.fromkeys(errors)),  # the same failure from two sources once
         )
+
+    def traffic(self, processes: tuple[ProcessInfo, ...]) -> tuple[BrokerTraffic, ...]:
+        """Each broker's counters from the `traffic.json` it rewrites every second."""
+        found = []
+        for process in processes:
+            if process.role != "broker" or process.id is None:
+                continue
+            document = read_traffic(self.settings.data_dir / f"broker-{process.id}")
+            if document is not None:
+                found.append(BrokerTraffic.from_file(process.id, document))
+        return tuple(found)
 
     def processes(self) -> tuple[ProcessInfo, ...]:
         status = control_request(self.settings, {"op": "status"}, self.timeout_s * 2)

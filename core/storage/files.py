@@ -73,6 +73,9 @@ class FileSlice:
     file: LogFile
     position: int
     size: int
+    # The offset right after the slice's last batch (-1: not known), so a fetch can count the
+    # offsets it serves without reading the batches.
+    next_offset: int = -1
 
     def fileno(self) -> int:
         return self.file.fileno()

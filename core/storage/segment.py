@@ -305,19 +305,23 @@ class LogSegment:
             return None
         log_size = self._log.size
         if max_offset_exclusive >= self._next_offset and log_size - start <= max_bytes:
-            return FileSlice(self._log, start, log_size - start)  # the rest, no walk needed
+            # The rest, no walk needed.
+            return FileSlice(self._log, start, log_size - start, self._next_offset)
         # Indexed positions are batch starts: jump to the last one that keeps within both limits.
         jump = self._offset_index.floor_position(start + max_bytes, max_offset_exclusive)
         end = jump if jump is not None and jump > start else start
+        next_offset = self._next_offset  # if the walk reaches the end of the file
         for position, header in self._walk_headers(end, None):
-            if header.last_offset >= max_offset_exclusive:
-                break
-            if position + header.size - start > max_bytes:
+            if header.last_offset >= max_offset_exclusive or (
+                position + header.size - start > max_bytes
+            ):
+                next_offset = header.base_offset  # the first batch left out
                 break
             end = position + header.size
         if end == start and min_one_batch:
             end = start + first.size  # KIP-74: one batch larger than max_bytes still goes out
-        return FileSlice(self._log, start, end - start) if end > start else None
+            next_offset = first.last_offset + 1
+        return FileSlice(self._log, start, end - start, next_offset) if end > start else None
 
     def _find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
         """(position, header) of the first batch whose last offset is >= `offset`."""

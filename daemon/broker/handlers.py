@@ -22,11 +22,13 @@ from rlog.core.protocol.apis import SUPPORTED, ApiKey, api_versions_body
 from rlog.core.protocol.connection import Request
 from rlog.core.protocol.errors import ErrorCode
 from rlog.core.replication import NO_EPOCH
+from rlog.core.storage.files import FileSlice
 from rlog.daemon.broker.controller_link import ControllerLink
 from rlog.daemon.broker.group_handlers import GroupHandlers
 from rlog.daemon.broker.groups import OFFSETS_TOPIC, GroupService
 from rlog.daemon.broker.producer_ids import ProducerIdAllocator
 from rlog.daemon.broker.replica_manager import ReplicaManager, now_ms
+from rlog.daemon.broker.traffic import Traffic
 from rlog.daemon.error_answers import empty_fetch_partition, error_answer
 from rlog.daemon.wire import WireError
 
@@ -71,6 +73,7 @@ class Handlers:
         self.link = link
         self.settings = replicas.settings
         self.producer_ids = producer_ids
+        self.traffic = Traffic()
         group_apis = GroupHandlers(groups)
         self.table: dict[ApiKey, Handler] = {
             ApiKey.API_VERSIONS: self.api_versions,
@@ -253,6 +256,8 @@ class Handlers:
             )
             return answer | {"error_code": code}
         appended = await self.replicas.append((topic, index), data["records"], acks, timeout_ms)
+        if appended.offsets:  # written, whatever acks=all says next
+            self.traffic.produced(appended.offsets, len(data["records"] or b""))
         error = storage_error if appended.storage_failed else appended.error
         if error != ErrorCode.NONE:
             return answer | {
@@ -280,12 +285,21 @@ class Handlers:
             if total_bytes >= body["min_bytes"] or has_error or remaining_s <= 0 or not keys:
                 break
             await self.replicas.wait_for_data(keys, remaining_s)
+        if replica_id == CONSUMER_REPLICA_ID:
+            self._count_fetched(body, responses)
         return {
             "throttle_time_ms": 0,
             "error_code": ErrorCode.NONE,
             "session_id": 0,
             "responses": responses,
         }
+
+    def _count_fetched(self, body: Body, responses: list[Body]) -> None:
+        for topic, answer in zip(body["topics"], responses, strict=True):
+            for request, partition in zip(topic["partitions"], answer["partitions"], strict=True):
+                records = partition["records"]
+                if isinstance(records, FileSlice):
+                    self.traffic.fetched(request["fetch_offset"], records.next_offset, records.size)
 
     def _fetch_once(self, body: Body, replica_id: int) -> tuple[list[Body], int, bool]:
         budget = body.get("max_bytes", 2**31 - 1)

@@ -30,6 +30,7 @@ log = logging.getLogger("rlog.broker")
 
 # Leaders check produce deadlines and lagging followers this often.
 TICK_INTERVAL_MS = 50
+TRAFFIC_INTERVAL_MS = 1_000  # how often traffic.json is rewritten for rlog tui
 HW_CHECKPOINT_INTERVAL_MS = 5_000  # Kafka's replica.high.watermark.checkpoint.interval.ms
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 5.0
 
@@ -137,6 +138,9 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
         asyncio.create_task(link.run()),
         asyncio.create_task(_every(TICK_INTERVAL_MS, "tick", lambda: replicas.tick(now_ms()))),
         asyncio.create_task(_every(TICK_INTERVAL_MS, "group tick", groups.tick)),
+        asyncio.create_task(
+            _every(TRAFFIC_INTERVAL_MS, "traffic", lambda: handlers.traffic.write(data_dir))
+        ),
         asyncio.create_task(
             _every(
                 settings.log_flush_scheduler_interval_ms,

@@ -63,6 +63,7 @@ class AppendAnswer:
     log_start_offset: int = -1
     message: str | None = None
     storage_failed: bool = False  # the disk refused it (KAFKA_STORAGE_ERROR, by version)
+    offsets: int = 0  # how many offsets the append took (the records it added)
 
 
 # Sends a leader's ISR proposal to the controller and returns its answer (an error if lost).
@@ -306,6 +307,7 @@ class ReplicaManager:
         if replica is None:
             return AppendAnswer(ErrorCode.NOT_LEADER_OR_FOLLOWER, message="no replica here")
         now = now_ms()
+        end_before = replica.log_end_offset
         try:
             outcome = replica.append_as_leader(
                 records, acks, now, required_acks_timeout_ms=max(0, timeout_ms)
@@ -334,6 +336,7 @@ class ReplicaManager:
             result.base_offset,
             result.log_append_time_ms,
             result.log_start_offset,
+            offsets=replica.log_end_offset - end_before,
         )
         if waiting is None:
             return answer
@@ -344,7 +347,11 @@ class ReplicaManager:
         if done.error != ErrorCode.NONE:
             log.info("acks=all append to %s-%d ended with %s", *key, done.error.name)
         return AppendAnswer(
-            done.error, answer.base_offset, answer.log_append_time_ms, answer.log_start_offset
+            done.error,
+            answer.base_offset,
+            answer.log_append_time_ms,
+            answer.log_start_offset,
+            offsets=answer.offsets,
         )
 
     def expect_produce(

@@ -30,6 +30,7 @@ from rlog.cli.tui import model
 from rlog.cli.tui.app import RlogTui
 from rlog.cli.tui.screens import CreateTopicScreen
 from rlog.cli.tui.snapshot import (
+    BrokerTraffic,
     CommittedOffset,
     Event,
     GroupInfo,
@@ -454,8 +455,13 @@ FIXED = Snapshot(
         Event(1_795_000_000.0, "rlogd", "process_exited", "broker-2 (pid 4102) exited"),
         Event(1_795_000_004.0, "controller", "isr_shrunk", "orders-0: ISR 1,2,3 -> 1,3"),
     ),
+    traffic=(
+        BrokerTraffic(1, pid=4101, ts=1_795_000_010.0, records_in=1_000, records_out=700),
+        BrokerTraffic(3, pid=4103, ts=1_795_000_010.0, records_in=200, records_out=0),
+    ),
 )
-# The same cluster a second later: broker-1 appended 30 records to orders-0, broker-3 5.
+# The same cluster a second later: 30 records produced to broker-1 and 12 read from it;
+# 5 produced to broker-3.
 LATER = Snapshot(
     taken_at=101.0,
     processes=FIXED.processes,
@@ -465,6 +471,10 @@ LATER = Snapshot(
         FIXED.partitions[2],
     ),
     groups=FIXED.groups,
+    traffic=(
+        BrokerTraffic(1, pid=4101, ts=1_795_000_011.0, records_in=1_030, records_out=712),
+        BrokerTraffic(3, pid=4103, ts=1_795_000_011.0, records_in=205, records_out=0),
+    ),
 )
 
 
@@ -512,7 +522,7 @@ def test_every_panel_is_usable_at_80x24(utc: None) -> None:
             panels = {
                 "1": ("partitions", "#partition-table"),
                 "2": ("groups", "#group-table"),
-                "3": ("rates", "#rate-2"),
+                "3": ("rates", "#rate-1-in"),
                 "4": ("events", "#event-log"),
             }
             for key, (tab, selector) in panels.items():
@@ -521,9 +531,10 @@ def test_every_panel_is_usable_at_80x24(utc: None) -> None:
                 assert app.query_one(TabbedContent).active == tab
                 assert visible(app, app.query_one(selector)), selector
                 assert visible(app, table(app, "#brokers"))  # still there to act on
-            # Rates: broker-1 led 30 new records in one second, broker-3 5.
-            assert app.query_one("#rate-1", Sparkline).data[-1] == 30.0
-            assert app.query_one("#rate-3", Sparkline).data[-1] == 5.0
+            # Rates: 30 records/s in and 12 out on broker-1, 5 in on broker-3.
+            assert app.query_one("#rate-1-in", Sparkline).data[-1] == 30.0
+            assert app.query_one("#rate-1-out", Sparkline).data[-1] == 12.0
+            assert app.query_one("#rate-3-in", Sparkline).data[-1] == 5.0
             assert cell(app, "#brokers", "broker-1", "IN/s") == "30"
             # The create-topic form fits too, buttons included.
             await pilot.press("c")

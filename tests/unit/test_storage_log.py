@@ -75,7 +75,9 @@ def _read_bases(log: Log, offset: int, max_bytes: int, max_offset: int, one: boo
     if result.records is None:
         return []
     data = result.records.read()
-    return [header.base_offset for _, header in iter_batches(data)]  # also checks every CRC
+    headers = [header for _, header in iter_batches(data)]  # also checks every CRC
+    assert result.records.next_offset == headers[-1].last_offset + 1  # what a fetch counts
+    return [header.base_offset for header in headers]
 
 
 appends_strategy = st.lists(

@@ -27,6 +27,7 @@ from rlog.cli.terminal import ColorMode, Terminal
 from rlog.cli.tui import model
 from rlog.cli.tui.groups import NO_GROUPS, GroupsSource
 from rlog.cli.tui.snapshot import (
+    BrokerTraffic,
     CommittedOffset,
     Event,
     GroupInfo,
@@ -292,30 +293,30 @@ def test_other_group_failures_are_errors() -> None:
 # -- rates ------------------------------------------------------------------------------------
 
 
-def test_records_in_sums_leader_leo_growth_per_leader() -> None:
+def test_rates_come_from_each_brokers_counters() -> None:
     procs = brokers("running", "running", "running")
     before = Snapshot(
         10.0,
         processes=procs,
-        partitions=(
-            partition(number=0, leader=1, leos={1: 100, 2: 100, 3: 100}),
-            partition(number=1, leader=1, leos={1: 10, 2: 10, 3: 10}),
-            partition(number=2, leader=2, leos={1: 50, 2: 50, 3: 50}),
+        traffic=(
+            BrokerTraffic(1, pid=100, ts=50.0, records_in=1_000, records_out=400),
+            BrokerTraffic(2, pid=200, ts=50.0, records_in=10, records_out=10),
+            BrokerTraffic(3, pid=300, ts=50.0, records_in=5, records_out=5),
         ),
     )
     after = Snapshot(
-        12.0,
+        11.0,
         processes=procs,
-        partitions=(
-            partition(number=0, leader=1, leos={1: 140, 2: 120, 3: 140}),
-            partition(number=1, leader=1, leos={1: 30, 2: 30, 3: 30}),
-            partition(number=2, leader=3, leos={1: 40, 2: None, 3: 40}),  # truncated: no rate
-            partition(number=3, leader=2, leos={1: 9, 2: 9, 3: 9}),  # new: no rate yet
+        traffic=(
+            BrokerTraffic(1, pid=100, ts=52.0, records_in=1_600, records_out=1_400),
+            BrokerTraffic(2, pid=201, ts=52.0, records_in=3, records_out=0),  # restarted
+            BrokerTraffic(3, pid=300, ts=50.0, records_in=5, records_out=5),  # no new write
         ),
     )
-    assert model.records_in(before, after) == {1: 30.0, 2: 0.0, 3: 0.0}
-    assert model.records_in(None, after) == {1: 0.0, 2: 0.0, 3: 0.0}
-    assert model.records_in(after, after) == {1: 0.0, 2: 0.0, 3: 0.0}
+    rates = model.traffic_rates(before, after)
+    assert rates.records_in == {1: 300.0, 2: 0.0, 3: 0.0}
+    assert rates.records_out == {1: 500.0, 2: 0.0, 3: 0.0}
+    assert model.traffic_rates(None, after).records_in == {1: 0.0, 2: 0.0, 3: 0.0}
 
 
 def test_series_grow_and_are_bounded() -> None:
@@ -326,8 +327,13 @@ def test_series_grow_and_are_bounded() -> None:
     history = model.push_series(history, {2: 7.0}, keep=3)
     assert history == {1: (3.0, 4.0, 0.0), 2: (7.0,)}
     assert model.padded((7.0,), keep=3) == (0.0, 0.0, 7.0)
-    (one, two) = model.rate_views(history)
-    assert one.caption == "broker-1 in 0/s (peak 4.0)" and len(two.series) == model.SERIES_LENGTH
+    views = model.rate_views(history, {1: (5.0,)})
+    assert [v.caption for v in views[:2]] == [
+        "broker-1 in 0/s (peak 4.0)",
+        "broker-1 out 5.0/s (peak 5.0)",
+    ]
+    assert [(v.broker, v.direction) for v in views[2:]] == [(2, "in"), (2, "out")]
+    assert all(len(v.series) == model.SERIES_LENGTH for v in views)
 
 
 # -- events, status, the form -----------------------------------------------------------------

@@ -29,30 +29,22 @@ from confluent_kafka import (
     KafkaException,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import OffsetSpec
 
+from rlog.cli.admin import Admin, JsonOption, PropertyOption, open_admin
 from rlog.cli.discovery import (
     BootstrapOption,
     DataDirOption,
-    Settings,
-    check_reachable,
-    client_config,
     kafka_error,
-    resolve_bootstrap,
     settings_of,
 )
-from rlog.cli.terminal import CliError, ExitCode, Terminal, parse_properties
+from rlog.cli.terminal import CliError, ExitCode, Terminal
 
 app = typer.Typer(
     help="List, describe, reset and delete consumer groups (kafka-consumer-groups.sh).",
     no_args_is_help=True,
 )
 
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
-PropertyOption = Annotated[
-    list[str] | None,
-    typer.Option("-X", help="Any client property key=value (repeatable).", show_default=False),
-]
 GroupArgument = Annotated[str, typer.Argument(help="Consumer group id.", show_default=False)]
 
 DESCRIBE_HEADERS = (
@@ -510,26 +502,6 @@ def not_found_error(group: str) -> CliError:
 # -- talking to the cluster --------------------------------------------------------------
 
 
-@dataclass
-class Admin:
-    """An AdminClient plus what error messages need to know about it."""
-
-    client: AdminClient
-    bootstrap: str
-    timeout_s: float
-
-
-def _admin(settings: Settings, properties: list[str] | None) -> Admin:
-    bootstrap = resolve_bootstrap(settings)
-    check_reachable(bootstrap, settings.timeout_s)
-    # Admin handles are producer-type in librdkafka: their Metadata requests must not
-    # auto-create the topic named in `reset-offsets --topic`.
-    config = {"allow.auto.create.topics": "false"}
-    config.update(parse_properties(properties or []))
-    client = AdminClient(client_config(settings, bootstrap, config, role="admin"))
-    return Admin(client, bootstrap, settings.timeout_s)
-
-
 def _code(exc: KafkaError | BaseException) -> int | None:
     error = exc if isinstance(exc, KafkaError) else (exc.args[0] if exc.args else None)
     return error.code() if isinstance(error, KafkaError) else None
@@ -545,17 +517,13 @@ def _cli_error(admin: Admin, exc: KafkaError | KafkaException, action: str) -> C
     return kafka_error(exc, bootstrap=admin.bootstrap, action=action)
 
 
-def _timeout_error(admin: Admin, action: str) -> CliError:
-    return CliError(f"{action}: no answer within {admin.timeout_s:g} s", ExitCode.TIMEOUT)
-
-
 def _result(admin: Admin, future: Any, action: str) -> Any:
     try:
         return future.result(timeout=admin.timeout_s + 5)
     except KafkaException as exc:
         raise _cli_error(admin, exc, action) from None
     except TimeoutError:
-        raise _timeout_error(admin, action) from None
+        raise admin.timeout_error(action) from None
 
 
 def _member_view(member: Any) -> MemberView:
@@ -591,7 +559,7 @@ def describe_group(admin: Admin, group: str) -> GroupView:
             return GroupView(group, "Dead", exists=False)
         raise _cli_error(admin, exc, f"describe group '{group}'") from None
     except TimeoutError:
-        raise _timeout_error(admin, f"describe group '{group}'") from None
+        raise admin.timeout_error(f"describe group '{group}'") from None
     state = state_name(description.state)
     members = tuple(_member_view(m) for m in description.members or [])
     return GroupView(
@@ -672,7 +640,7 @@ def list_groups(
     """List consumer group ids, one a line (with --json: each group's state too, null where
     the brokers do not report it)."""
     settings = settings_of(ctx).override(bootstrap, data_dir)
-    admin = _admin(settings, properties)
+    admin = open_admin(settings, properties)
     future = admin.client.list_consumer_groups(request_timeout=settings.timeout_s)
     result = _result(admin, future, "list groups")
     errors = list(result.errors or [])
@@ -740,7 +708,7 @@ def describe(
     if members and state:
         raise CliError("use either --members or --state, not both", ExitCode.USAGE)
     settings = settings_of(ctx).override(bootstrap, data_dir)
-    admin = _admin(settings, properties)
+    admin = open_admin(settings, properties)
     view, committed = _existing_group(admin, group)
     owned = {key for m in view.members for key in m.partitions}
     log_ends = list_offsets(
@@ -811,7 +779,7 @@ def _alter(admin: Admin, group: str, plans: Sequence[PlannedOffset]) -> None:
             raise live_members_error("reset the offsets of", group, None, None) from None
         raise _cli_error(admin, exc, f"reset the offsets of group '{group}'") from None
     except TimeoutError:
-        raise _timeout_error(admin, f"reset the offsets of group '{group}'") from None
+        raise admin.timeout_error(f"reset the offsets of group '{group}'") from None
     for tp in result.topic_partitions or []:
         if tp.error is None:
             continue
@@ -932,7 +900,7 @@ def reset_offsets(
     except ValueError as exc:
         raise CliError(str(exc), ExitCode.USAGE) from None
     settings = settings_of(ctx).override(bootstrap, data_dir)
-    admin = _admin(settings, properties)
+    admin = open_admin(settings, properties)
     available = topic_partition_ids(admin, name)
     unknown = [p for p in chosen if p not in available]
     if unknown:
@@ -980,7 +948,7 @@ def delete(
 ) -> None:
     """Delete a consumer group and its committed offsets (refused while it has members)."""
     settings = settings_of(ctx).override(bootstrap, data_dir)
-    admin = _admin(settings, properties)
+    admin = open_admin(settings, properties)
     futures = admin.client.delete_consumer_groups([group], request_timeout=settings.timeout_s)
     try:
         futures[group].result(timeout=admin.timeout_s + 5)
@@ -995,5 +963,5 @@ def delete(
             raise live_members_error("delete", group, view.member_count, view.state) from None
         raise _cli_error(admin, exc, f"delete group '{group}'") from None
     except TimeoutError:
-        raise _timeout_error(admin, f"delete group '{group}'") from None
+        raise admin.timeout_error(f"delete group '{group}'") from None
     settings.terminal.line(f"Deletion of requested consumer groups ('{group}') was successful.")

@@ -13,7 +13,6 @@ from typing import Annotated, Any
 import typer
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import (
-    AdminClient,
     ConfigResource,
     ConfigSource,
     NewTopic,
@@ -21,12 +20,12 @@ from confluent_kafka.admin import (
 )
 
 from rlog.cli import replicas
+from rlog.cli.admin import Admin, JsonOption, PropertyOption, open_admin
 from rlog.cli.discovery import (
     BootstrapOption,
     DataDirOption,
     Settings,
     check_reachable,
-    client_config,
     kafka_error,
     resolve_bootstrap,
     settings_of,
@@ -36,43 +35,6 @@ from rlog.cli.terminal import CliError, ExitCode, Terminal, parse_properties
 app = typer.Typer(
     help="Create, list, describe and delete topics, and elect their leaders.", no_args_is_help=True
 )
-
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
-PropertyOption = Annotated[
-    list[str] | None,
-    typer.Option("-X", help="Any client property key=value (repeatable).", show_default=False),
-]
-
-
-@dataclass
-class Admin:
-    """An AdminClient plus what error messages need to know about it."""
-
-    client: AdminClient
-    bootstrap: str
-    timeout_s: float
-
-
-def _admin(settings: Settings, properties: list[str] | None) -> Admin:
-    bootstrap = resolve_bootstrap(settings)
-    check_reachable(bootstrap, settings.timeout_s)
-    # Admin handles are producer-type in librdkafka, whose Metadata requests would ask the
-    # broker to auto-create the topic: `describe missing` must not create it.
-    config = {"allow.auto.create.topics": "false"}
-    config.update(parse_properties(properties or []))
-    client = AdminClient(client_config(settings, bootstrap, config, role="admin"))
-    return Admin(client, bootstrap, settings.timeout_s)
-
-
-def _result(admin: Admin, future: Any, action: str, topic: str | None = None) -> Any:
-    try:
-        return future.result(timeout=admin.timeout_s + 5)
-    except KafkaException as exc:
-        raise kafka_error(exc, bootstrap=admin.bootstrap, action=action, topic=topic) from None
-    except TimeoutError:
-        raise CliError(
-            f"{action}: no answer within {admin.timeout_s:g} s", ExitCode.TIMEOUT
-        ) from None
 
 
 @app.command(no_args_is_help=True)
@@ -97,13 +59,13 @@ def create(
     """Create a topic."""
     settings = settings_of(ctx).override(bootstrap, data_dir)
     configs = parse_properties(config or [], flag="--config")
-    admin = _admin(settings, properties)
+    admin = open_admin(settings, properties)
     new_topic = NewTopic(
         name, num_partitions=partitions, replication_factor=replication_factor, config=configs
     )
     futures = admin.client.create_topics([new_topic], request_timeout=settings.timeout_s)
     try:
-        _result(admin, futures[name], "create topic", name)
+        admin.result(futures[name], "create topic", name)
     except CliError as error:
         if not (if_not_exists and error.code is ExitCode.ALREADY_EXISTS):
             raise
@@ -123,10 +85,10 @@ def delete(
 ) -> None:
     """Delete a topic and its data."""
     settings = settings_of(ctx).override(bootstrap, data_dir)
-    admin = _admin(settings, properties)
+    admin = open_admin(settings, properties)
     futures = admin.client.delete_topics([name], request_timeout=settings.timeout_s)
     try:
-        _result(admin, futures[name], "delete topic", name)
+        admin.result(futures[name], "delete topic", name)
     except CliError as error:
         if not (if_exists and error.code is ExitCode.NOT_FOUND):
             raise
@@ -151,7 +113,7 @@ def list_topics(
 ) -> None:
     """List topic names (with --json: partitions and replication factor too)."""
     settings = settings_of(ctx).override(bootstrap, data_dir)
-    admin = _admin(settings, properties)
+    admin = open_admin(settings, properties)
     topics = sorted(_metadata(admin).topics.values(), key=lambda t: t.topic)
     if json_out:
         settings.terminal.json(
@@ -226,7 +188,7 @@ def _configs(admin: Admin, topic: str) -> tuple[dict[str, str], int]:
     """(the topic's own overrides, as kafka-topics shows them; min.insync.replicas)."""
     resource = ConfigResource(ResourceType.TOPIC, topic)
     futures = admin.client.describe_configs([resource], request_timeout=admin.timeout_s)
-    entries = _result(admin, futures[resource], "describe configs", topic)
+    entries = admin.result(futures[resource], "describe configs", topic)
     overrides = {}
     for name, entry in sorted(entries.items()):
         source = ConfigSource(entry.source)
@@ -285,7 +247,7 @@ def _describe_all(
         offsets = replicas.replica_offsets(cluster, every)
     finally:
         cluster.close()
-    admin = _admin(settings, properties) if wanted else None
+    admin = open_admin(settings, properties) if wanted else None
     views = []
     for name in wanted:
         assert admin is not None

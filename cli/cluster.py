@@ -41,7 +41,7 @@ from rlog.cli.discovery import (
     running_cluster,
     settings_of,
 )
-from rlog.cli.terminal import CliError, ExitCode, Terminal
+from rlog.cli.terminal import CliError, ExitCode, Terminal, megabytes, short_duration
 from rlog.core.protocol.apis import ApiKey
 from rlog.daemon.config import ConfigError, load_config
 from rlog.daemon.wire import BlockingKafkaClient, WireError
@@ -133,23 +133,13 @@ def _process_rows(state: ClusterState, answers: Sequence[bool]) -> list[list[str
             str(p.pid) if p.pid else "-",
             p.state,
             f"{p.cpu_percent:.0f}" if p.cpu_percent is not None else "-",
-            f"{p.rss_bytes / 2**20:.0f}M" if p.rss_bytes is not None else "-",
-            _duration(p.uptime_s),
+            megabytes(p.rss_bytes),
+            short_duration(p.uptime_s),
             str(p.restarts),
             "yes" if answers[i] else "no",
         ]
         for i, p in enumerate(state.processes)
     ]
-
-
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    if seconds < 120:
-        return f"{seconds:.0f}s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f}m"
-    return f"{seconds / 3600:.0f}h"
 
 
 def _process_json(process: BrokerState, answers: bool) -> dict[str, object]:

@@ -35,6 +35,9 @@ KIND_COLORS = {
     "isr_expanded": "green",
     "broker_unfenced": "green",
     "leader_elected": "bold",
+    "group_member_removed": "yellow",
+    "group_rebalancing": "yellow",
+    "group_stable": "green",
 }
 _DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d)?")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}

@@ -195,3 +195,19 @@ def parse_properties(pairs: Sequence[str], flag: str = "-X") -> dict[str, str]:
             raise CliError(f"{flag} expects key=value, got {pair!r}", ExitCode.USAGE)
         properties[key.strip()] = value
     return properties
+
+
+def megabytes(size_bytes: int | None) -> str:
+    """A process's RSS as `rlog cluster status` and the TUI show it: `41M`, or `-`."""
+    return "-" if size_bytes is None else f"{size_bytes / 2**20:.0f}M"
+
+
+def short_duration(seconds: float | None) -> str:
+    """An uptime in one unit: `45s`, `12m`, `3h`, or `-`."""
+    if seconds is None:
+        return "-"
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.0f}h"

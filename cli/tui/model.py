@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
+from rlog.cli.events import KIND_COLORS
+from rlog.cli.terminal import megabytes, short_duration
 from rlog.cli.tui.snapshot import Event, GroupInfo, PartitionInfo, ProcessInfo, Snapshot
 
 NO_LEADER = -1
@@ -39,18 +41,7 @@ STATE_STYLES = {
     "failed": "red",
     "exited": "red",
 }
-EVENT_STYLES = {
-    "process_exited": "red",
-    "broker_fenced": "red",
-    "partition_offline": "red",
-    "unclean_election": "red",
-    "replica_truncated": "yellow",
-    "isr_shrunk": "yellow",
-    "process_paused": "yellow",
-    "isr_expanded": "green",
-    "broker_unfenced": "green",
-    "leader_elected": "bold",
-}
+EVENT_STYLES = KIND_COLORS  # as `rlog events` colors them
 OUT_OF_SYNC_STYLE = "bold red"
 
 BROKER_COLUMNS = ("NAME", "ROLE", "STATE", "PID", "CPU%", "RSS", "UP", "RST", "LEADS", "IN/s")
@@ -65,20 +56,6 @@ Row = tuple[str, tuple[Text, ...]]  # (row key, cells)
 
 def dash(value: object) -> str:
     return "-" if value is None else str(value)
-
-
-def megabytes(rss_bytes: int | None) -> str:
-    return "-" if rss_bytes is None else f"{rss_bytes / 2**20:.0f}M"
-
-
-def duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    if seconds < 120:
-        return f"{seconds:.0f}s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f}m"
-    return f"{seconds / 3600:.0f}h"
 
 
 def rate(value: float | None) -> str:
@@ -114,7 +91,7 @@ def broker_rows(snapshot: Snapshot, rates_in: Mapping[int, float]) -> list[Row]:
             Text(dash(p.pid)),
             Text("-" if p.cpu_percent is None else f"{p.cpu_percent:.0f}"),
             Text(megabytes(p.rss_bytes)),
-            Text(duration(p.uptime_s)),
+            Text(short_duration(p.uptime_s)),
             Text(str(p.restarts)),
             Text(str(leads.get(p.id, 0)) if is_broker and p.id is not None else "-"),
             Text(rate(rates_in.get(p.id)) if is_broker and p.id is not None else "-"),

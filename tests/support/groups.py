@@ -12,25 +12,20 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from support.replication import CONFIG
+
 MEMBER_SCRIPT = Path(__file__).with_name("group_member.py")
 STOP_TIMEOUT_S = 15.0
 
-GROUP_CONFIG = """
-[cluster]
-restart_backoff_ms = 200
-
-[broker]
-"default.replication.factor" = 3
-"min.insync.replicas" = 2
-"broker.session.timeout.ms" = 3000
-"broker.heartbeat.interval.ms" = 500
-"replica.lag.time.max.ms" = 3000
-"replica.fetch.backoff.ms" = 100
-"auto.leader.rebalance.enable" = false
-"offsets.topic.num.partitions" = 4
+# The replication tests' cluster (RF=3, min.insync=2, 3 s broker sessions), with a small
+# __consumer_offsets and no initial rebalance delay.
+GROUP_CONFIG = (
+    CONFIG
+    + """"offsets.topic.num.partitions" = 4
 "group.initial.rebalance.delay.ms" = 0
 "group.min.session.timeout.ms" = 1000
 """
+)
 
 
 class MemberProcess:

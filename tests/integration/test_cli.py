@@ -12,9 +12,7 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,83 +20,12 @@ from pathlib import Path
 
 import pytest
 
+from support.cli_runner import COMMAND_TIMEOUT_S, Result, ok, one_line_error, rlog
+from support.cluster import free_base_port
+
 pytestmark = pytest.mark.integration
 
-RLOG = [sys.executable, "-m", "rlog.cli.app"]
-COMMAND_TIMEOUT_S = 60
 UP_TIMEOUT_S = 90
-
-
-def _ports_free(base: int, count: int) -> bool:
-    for port in range(base, base + count):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                return False
-    return True
-
-
-def free_base_port(count: int = 1) -> int:
-    """A random port in 20000-40000 with ``count`` brokers' ports and the controller's (the
-    next one) free."""
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(20000, 40000 - count - 1)
-        if _ports_free(base, count + 1):
-            return base
-    raise RuntimeError("no free port range found")
-
-
-def clean_env(data_dir: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RLOG_")}
-    env["RLOG_DATA_DIR"] = str(data_dir)
-    env["NO_COLOR"] = "1"
-    return env
-
-
-@dataclass
-class Result:
-    code: int
-    out: str
-    err: str
-
-
-def rlog(
-    *args: str,
-    data_dir: Path,
-    stdin: str | None = None,
-    timeout: float = COMMAND_TIMEOUT_S,
-    env: dict[str, str] | None = None,
-) -> Result:
-    done = subprocess.run(
-        [*RLOG, *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env if env is not None else clean_env(data_dir),
-        stdin=None if stdin is not None else subprocess.DEVNULL,
-    )
-    return Result(done.returncode, done.stdout, done.stderr)
-
-
-def ok(result: Result) -> Result:
-    assert result.code == 0, f"exit {result.code}\nstdout: {result.out}\nstderr: {result.err}"
-    assert "Traceback" not in result.err, result.err
-    return result
-
-
-def one_line_error(result: Result, code: int, *words: str) -> str:
-    """The command failed with ``code`` and said so in one stderr line, no traceback."""
-    lines = result.err.strip().splitlines()
-    assert result.code == code, f"exit {result.code}, want {code}: {result.err!r}"
-    assert len(lines) == 1, f"want one error line, got: {result.err!r}"
-    assert lines[0].startswith("rlog: error: "), lines[0]
-    assert "Traceback" not in result.err
-    for word in words:
-        assert word in lines[0], f"{word!r} not in {lines[0]!r}"
-    return lines[0]
 
 
 @dataclass

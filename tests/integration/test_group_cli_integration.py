@@ -9,21 +9,19 @@ own, closed in a ``finally``.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from rlog.core.protocol.apis import SUPPORTED, ApiKey
+from support.cli_runner import COMMAND_TIMEOUT_S, RLOG, Result, clean_env, ok, one_line_error, rlog
 from support.cluster import Cluster
 
 pytestmark = [
@@ -34,8 +32,6 @@ pytestmark = [
     ),
 ]
 
-RLOG = [sys.executable, "-m", "rlog.cli.app"]
-COMMAND_TIMEOUT_S = 60
 # No wait for more members before the first rebalance: each `consume --group` joins at once.
 FAST_GROUPS = '[broker]\n"group.initial.rebalance.delay.ms" = 0\n'
 DESCRIBE_HEADERS = [
@@ -51,47 +47,8 @@ DESCRIBE_HEADERS = [
 ]
 
 
-@dataclass
-class Result:
-    code: int
-    out: str
-    err: str
-
-
-def clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RLOG_")}
-    env["NO_COLOR"] = "1"
-    return env
-
-
 def run(cluster: Cluster, *args: str, stdin: str | None = None) -> Result:
-    done = subprocess.run(
-        [*RLOG, "--bootstrap", cluster.bootstrap, *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=COMMAND_TIMEOUT_S,
-        env=clean_env(),
-        stdin=None if stdin is not None else subprocess.DEVNULL,
-    )
-    return Result(done.returncode, done.stdout, done.stderr)
-
-
-def ok(result: Result) -> Result:
-    assert result.code == 0, f"exit {result.code}\nstdout: {result.out}\nstderr: {result.err}"
-    assert "Traceback" not in result.err, result.err
-    return result
-
-
-def one_line_error(result: Result, code: int, *words: str) -> str:
-    """The command failed with ``code`` and said so in one stderr line, no traceback."""
-    lines = result.err.strip().splitlines()
-    assert result.code == code, f"exit {result.code}, want {code}: {result.err!r}"
-    assert len(lines) == 1, f"want one error line, got: {result.err!r}"
-    assert lines[0].startswith("rlog: error: "), lines[0]
-    for word in words:
-        assert word in lines[0], f"{word!r} not in {lines[0]!r}"
-    return lines[0]
+    return rlog("--bootstrap", cluster.bootstrap, *args, stdin=stdin)
 
 
 def new_name(prefix: str) -> str:

@@ -48,9 +48,10 @@ def first_index(events: list[dict[str, Any]], kind: str, **fields: Any) -> int:
 
 def check_stats(cluster: Cluster) -> None:
     """Every process has psutil stats, from the file and from the control API; uptime grows."""
+    # rlogd samples each second: the first sample of a broker may predate its listening socket.
     wait_for(
-        "the first psutil sample",
-        lambda: all(p["rss_bytes"] for p in processes(cluster.status())),
+        "a psutil sample of every process up and listening",
+        lambda: all(p["rss_bytes"] and p["open_files"] > 3 for p in processes(cluster.status())),
         timeout_s=5,
     )
     before = {p["name"]: p["uptime_s"] for p in processes(cluster.status())}

@@ -25,6 +25,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlog.core.groups.answers import (
+    NO_GENERATION,
+    commit_answer,
+    join_error,
+    leave_answer,
+    sync_answer,
+)
 from rlog.core.groups.group import Group, GroupState, Member
 from rlog.core.groups.partitioner import group_partition
 from rlog.core.groups.records import (
@@ -32,7 +39,6 @@ from rlog.core.groups.records import (
     CorruptGroupRecordError,
     GroupKey,
     GroupRecord,
-    MemberRecord,
     OffsetKey,
     group_key,
     group_value,
@@ -46,9 +52,6 @@ from rlog.core.protocol.errors import ErrorCode
 
 Body = dict[str, Any]
 Record = tuple[bytes, bytes | None]
-
-NO_GENERATION = -1
-CONSUMER_PROTOCOL_TYPE = "consumer"
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,7 +196,7 @@ class GroupCoordinator:
                 self._offsets[group_id] = group_offsets
                 summary.offsets += len(group_offsets)
         for group_id in set(metadata) | set(self._offsets):
-            group = _group_from_record(group_id, metadata.get(group_id), now)
+            group = Group.from_record(group_id, metadata.get(group_id), now)
             self._groups[group_id] = group
             state.group_ids.add(group_id)
         summary.groups = len(state.group_ids)
@@ -267,7 +270,7 @@ class GroupCoordinator:
         protocols = [(p["name"], bytes(p["metadata"] or b"")) for p in body.get("protocols") or []]
 
         def fail(error: ErrorCode, member: str = member_id) -> list[Effect]:
-            return [Respond(caller.token, _join_error(error, member))]
+            return [Respond(caller.token, join_error(error, member))]
 
         if not group_id:
             return fail(ErrorCode.INVALID_GROUP_ID)
@@ -306,12 +309,12 @@ class GroupCoordinator:
         if instance_id is not None and instance_id in group.static_members:
             return self._rejoin_static_member(group, request, new_id, protocols, now)
         if len(group.members) >= self.config.max_group_size:
-            return [Respond(caller.token, _join_error(ErrorCode.GROUP_MAX_SIZE_REACHED, ""))]
+            return [Respond(caller.token, join_error(ErrorCode.GROUP_MAX_SIZE_REACHED, ""))]
         if caller.version >= 4 and instance_id is None:
             # KIP-394: hand out the id first; the member joins with it, so a retried join after
             # a lost answer does not leave a ghost member behind.
             group.pending_members[new_id] = now + request.session_timeout
-            return [Respond(caller.token, _join_error(ErrorCode.MEMBER_ID_REQUIRED, new_id))]
+            return [Respond(caller.token, join_error(ErrorCode.MEMBER_ID_REQUIRED, new_id))]
         return self._add_member_and_rebalance(group, request, new_id, protocols, now)
 
     def _join_known_member(
@@ -319,13 +322,13 @@ class GroupCoordinator:
     ) -> list[Effect]:
         member_id = request.member_id
         if group.fenced_static_member(request.instance_id, member_id):
-            return [Respond(request.caller.token, _join_error(ErrorCode.FENCED_INSTANCE_ID))]
+            return [Respond(request.caller.token, join_error(ErrorCode.FENCED_INSTANCE_ID))]
         if member_id in group.pending_members:
             del group.pending_members[member_id]
             return self._add_member_and_rebalance(group, request, member_id, protocols, now)
         member = group.members.get(member_id)
         if member is None:
-            return [Respond(request.caller.token, _join_error(ErrorCode.UNKNOWN_MEMBER_ID))]
+            return [Respond(request.caller.token, join_error(ErrorCode.UNKNOWN_MEMBER_ID))]
         if group.is_(GroupState.PREPARING_REBALANCE):
             return self._update_member_and_rebalance(group, member, request, protocols, now)
         if group.is_(GroupState.COMPLETING_REBALANCE):
@@ -339,7 +342,7 @@ class GroupCoordinator:
                 return self._update_member_and_rebalance(group, member, request, protocols, now)
             member.deadline_ms = now + member.session_timeout_ms
             return [Respond(request.caller.token, self._join_body(group, member))]
-        return [Respond(request.caller.token, _join_error(ErrorCode.UNKNOWN_MEMBER_ID))]
+        return [Respond(request.caller.token, join_error(ErrorCode.UNKNOWN_MEMBER_ID))]
 
     def _rejoin_static_member(
         self,
@@ -403,7 +406,7 @@ class GroupCoordinator:
     ) -> list[Effect]:
         effects: list[Effect] = []
         if member.join_token is not None and member.join_token != request.caller.token:
-            effects.append(Respond(member.join_token, _join_error(ErrorCode.REBALANCE_IN_PROGRESS)))
+            effects.append(Respond(member.join_token, join_error(ErrorCode.REBALANCE_IN_PROGRESS)))
         member.protocols = protocols
         member.session_timeout_ms = request.session_timeout
         member.rebalance_timeout_ms = request.rebalance_timeout
@@ -433,7 +436,7 @@ class GroupCoordinator:
                 member.assignment = b""
                 if member.sync_token is not None:
                     effects.append(
-                        Respond(member.sync_token, _sync_body(ErrorCode.REBALANCE_IN_PROGRESS))
+                        Respond(member.sync_token, sync_answer(ErrorCode.REBALANCE_IN_PROGRESS))
                     )
                     member.sync_token = None
         rebalance_timeout = group.rebalance_timeout_ms()
@@ -516,7 +519,7 @@ class GroupCoordinator:
         member_id: str = body["member_id"]
 
         def fail(error: ErrorCode) -> list[Effect]:
-            return [Respond(caller.token, _sync_body(error))]
+            return [Respond(caller.token, sync_answer(error))]
 
         error = self._ownership_error(group_id)
         if error != ErrorCode.NONE:
@@ -540,13 +543,13 @@ class GroupCoordinator:
             return fail(ErrorCode.REBALANCE_IN_PROGRESS)
         member.deadline_ms = now + member.session_timeout_ms
         if group.is_(GroupState.STABLE):
-            return [Respond(caller.token, _sync_body(ErrorCode.NONE, group, member.assignment))]
+            return [Respond(caller.token, sync_answer(ErrorCode.NONE, group, member.assignment))]
         if group.is_(GroupState.EMPTY):
             return fail(ErrorCode.UNKNOWN_MEMBER_ID)
         # CompletingRebalance: wait for the leader's assignment to be stored.
         effects: list[Effect] = []
         if member.sync_token is not None:
-            effects.append(Respond(member.sync_token, _sync_body(ErrorCode.REBALANCE_IN_PROGRESS)))
+            effects.append(Respond(member.sync_token, sync_answer(ErrorCode.REBALANCE_IN_PROGRESS)))
         member.sync_token = caller.token
         if member_id != group.leader:
             return effects
@@ -554,7 +557,7 @@ class GroupCoordinator:
             a["member_id"]: bytes(a["assignment"] or b"") for a in body.get("assignments") or []
         }
         generation = group.generation
-        record = _group_record(group, now, assignments)
+        record = group.to_record(now, assignments)
 
         def stored(error: ErrorCode, now: int) -> list[Effect]:
             current = self._groups.get(group.group_id)
@@ -570,7 +573,7 @@ class GroupCoordinator:
                 for waiting in group.members.values():
                     waiting.assignment = b""
                     if waiting.sync_token is not None:
-                        answers.append(Respond(waiting.sync_token, _sync_body(failure)))
+                        answers.append(Respond(waiting.sync_token, sync_answer(failure)))
                         waiting.sync_token = None
                 reason = f"storing the assignment failed with {failure.name}"
                 return answers + self._prepare_rebalance(group, now, reason)
@@ -593,7 +596,9 @@ class GroupCoordinator:
             member.assignment = assignments.get(member.member_id, b"")
             if member.sync_token is not None:
                 effects.append(
-                    Respond(member.sync_token, _sync_body(ErrorCode.NONE, group, member.assignment))
+                    Respond(
+                        member.sync_token, sync_answer(ErrorCode.NONE, group, member.assignment)
+                    )
                 )
                 member.sync_token = None
                 member.deadline_ms = now + member.session_timeout_ms
@@ -638,7 +643,7 @@ class GroupCoordinator:
         if error == ErrorCode.NONE and group is None:
             error = ErrorCode.UNKNOWN_MEMBER_ID
         if error != ErrorCode.NONE or group is None:
-            return [Respond(caller.token, _leave_body(error, []))]
+            return [Respond(caller.token, leave_answer(error, []))]
         effects: list[Effect] = []
         results = []
         for identity in identities:
@@ -653,7 +658,7 @@ class GroupCoordinator:
             )
         # v0-2 carry the one member's error at the top; v3+ per member, top-level NONE.
         top = results[0]["error_code"] if caller.version < 3 else ErrorCode.NONE
-        effects.append(Respond(caller.token, _leave_body(top, results)))
+        effects.append(Respond(caller.token, leave_answer(top, results)))
         return effects
 
     def _leave_one(self, group: Group, identity: Body, now: int) -> tuple[ErrorCode, list[Effect]]:
@@ -723,7 +728,7 @@ class GroupCoordinator:
         if error == ErrorCode.NONE:
             error = self._commit_check(body, now)
         if error != ErrorCode.NONE:
-            return [Respond(caller.token, _commit_body(topics, lambda t, p: error))]
+            return [Respond(caller.token, commit_answer(topics, lambda t, p: error))]
         errors: dict[tuple[str, int], ErrorCode] = {}
         records: list[Record] = []
         entries: dict[tuple[str, int], CommittedOffset] = {}
@@ -743,7 +748,7 @@ class GroupCoordinator:
                 entries[key] = committed
                 records.append((offset_key(group_id, *key), offset_value(committed)))
         if not records:
-            return [Respond(caller.token, _commit_body(topics, lambda t, p: errors[(t, p)]))]
+            return [Respond(caller.token, commit_answer(topics, lambda t, p: errors[(t, p)]))]
         if group_id not in self._groups:
             self._remember(Group(group_id, state_timestamp_ms=now))
 
@@ -754,7 +759,7 @@ class GroupCoordinator:
             return [
                 Respond(
                     caller.token,
-                    _commit_body(topics, lambda t, p: errors.get((t, p), failure)),
+                    commit_answer(topics, lambda t, p: errors.get((t, p), failure)),
                 )
             ]
 
@@ -934,7 +939,7 @@ class GroupCoordinator:
     def _store_group(
         self, group: Group, on_done: Callable[[ErrorCode, int], list[Effect]]
     ) -> Append:
-        record = _group_record(group, group.state_timestamp_ms, {})
+        record = group.to_record(group.state_timestamp_ms, {})
         return self._append(
             group.group_id, [(group_key(group.group_id), group_value(record))], on_done
         )
@@ -953,107 +958,9 @@ class _JoinRequest:
 def _answer_blocked(member: Member, error: ErrorCode) -> list[Effect]:
     effects: list[Effect] = []
     if member.join_token is not None:
-        effects.append(Respond(member.join_token, _join_error(error, member.member_id)))
+        effects.append(Respond(member.join_token, join_error(error, member.member_id)))
         member.join_token = None
     if member.sync_token is not None:
-        effects.append(Respond(member.sync_token, _sync_body(error)))
+        effects.append(Respond(member.sync_token, sync_answer(error)))
         member.sync_token = None
     return effects
-
-
-def _join_error(error: ErrorCode, member_id: str = "") -> Body:
-    return {
-        "throttle_time_ms": 0,
-        "error_code": error,
-        "generation_id": NO_GENERATION,
-        "protocol_type": None,
-        "protocol_name": "",
-        "leader": "",
-        "skip_assignment": False,
-        "member_id": member_id,
-        "members": [],
-    }
-
-
-def _sync_body(error: ErrorCode, group: Group | None = None, assignment: bytes = b"") -> Body:
-    return {
-        "throttle_time_ms": 0,
-        "error_code": error,
-        "protocol_type": group.protocol_type if group else None,
-        "protocol_name": group.protocol if group else None,
-        "assignment": assignment,
-    }
-
-
-def _leave_body(error: ErrorCode, members: list[Body]) -> Body:
-    return {"throttle_time_ms": 0, "error_code": error, "members": members}
-
-
-def _commit_body(topics: list[Body], error_for: Callable[[str, int], ErrorCode]) -> Body:
-    return {
-        "throttle_time_ms": 0,
-        "topics": [
-            {
-                "name": topic["name"],
-                "partitions": [
-                    {
-                        "partition_index": part["partition_index"],
-                        "error_code": error_for(topic["name"], part["partition_index"]),
-                    }
-                    for part in topic.get("partitions") or []
-                ],
-            }
-            for topic in topics
-        ],
-    }
-
-
-def _group_record(group: Group, now: int, assignments: dict[str, bytes]) -> GroupRecord:
-    return GroupRecord(
-        protocol_type=group.protocol_type or "",
-        generation=group.generation,
-        protocol=group.protocol,
-        leader=group.leader,
-        current_state_timestamp=now,
-        members=tuple(
-            MemberRecord(
-                member_id=member.member_id,
-                group_instance_id=member.group_instance_id,
-                client_id=member.client_id,
-                client_host=member.client_host,
-                rebalance_timeout_ms=member.rebalance_timeout_ms,
-                session_timeout_ms=member.session_timeout_ms,
-                subscription=member.metadata_for(group.protocol or ""),
-                assignment=assignments.get(member.member_id, b""),
-            )
-            for member in group.members.values()
-        ),
-    )
-
-
-def _group_from_record(group_id: str, record: GroupRecord | None, now: int) -> Group:
-    """A group as a new coordinator finds it: Stable with its members, who must heartbeat here
-    within their session timeout, or Empty."""
-    group = Group(group_id, state_timestamp_ms=now)
-    if record is None:
-        return group
-    group.generation = record.generation
-    group.protocol_type = record.protocol_type or None
-    group.protocol = record.protocol
-    for stored in record.members:
-        member = Member(
-            member_id=stored.member_id,
-            group_instance_id=stored.group_instance_id,
-            client_id=stored.client_id,
-            client_host=stored.client_host,
-            session_timeout_ms=stored.session_timeout_ms,
-            rebalance_timeout_ms=stored.rebalance_timeout_ms,
-            protocol_type=record.protocol_type,
-            protocols=[(record.protocol or "", stored.subscription)],
-            assignment=stored.assignment,
-            deadline_ms=now + stored.session_timeout_ms,
-        )
-        group.add_member(member)
-    group.leader = record.leader if record.leader in group.members else group.leader
-    group.state = GroupState.STABLE if group.members else GroupState.EMPTY
-    return group

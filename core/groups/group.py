@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from rlog.core.groups.records import GroupRecord, MemberRecord
+
 
 class GroupState(Enum):
     EMPTY = "Empty"
@@ -155,3 +157,56 @@ class Group:
             return False
         current = self.static_members.get(instance_id)
         return current is not None and current != member_id
+
+    # ---- its stored form in __consumer_offsets ----
+
+    def to_record(self, now: int, assignments: dict[str, bytes]) -> GroupRecord:
+        """The group metadata record, with these assignments."""
+        return GroupRecord(
+            protocol_type=self.protocol_type or "",
+            generation=self.generation,
+            protocol=self.protocol,
+            leader=self.leader,
+            current_state_timestamp=now,
+            members=tuple(
+                MemberRecord(
+                    member_id=member.member_id,
+                    group_instance_id=member.group_instance_id,
+                    client_id=member.client_id,
+                    client_host=member.client_host,
+                    rebalance_timeout_ms=member.rebalance_timeout_ms,
+                    session_timeout_ms=member.session_timeout_ms,
+                    subscription=member.metadata_for(self.protocol or ""),
+                    assignment=assignments.get(member.member_id, b""),
+                )
+                for member in self.members.values()
+            ),
+        )
+
+    @classmethod
+    def from_record(cls, group_id: str, record: GroupRecord | None, now: int) -> Group:
+        """A group as a new coordinator finds it: Stable with its members, who must heartbeat
+        here within their session timeout, or Empty."""
+        group = cls(group_id, state_timestamp_ms=now)
+        if record is None:
+            return group
+        group.generation = record.generation
+        group.protocol_type = record.protocol_type or None
+        group.protocol = record.protocol
+        for stored in record.members:
+            member = Member(
+                member_id=stored.member_id,
+                group_instance_id=stored.group_instance_id,
+                client_id=stored.client_id,
+                client_host=stored.client_host,
+                session_timeout_ms=stored.session_timeout_ms,
+                rebalance_timeout_ms=stored.rebalance_timeout_ms,
+                protocol_type=record.protocol_type,
+                protocols=[(record.protocol or "", stored.subscription)],
+                assignment=stored.assignment,
+                deadline_ms=now + stored.session_timeout_ms,
+            )
+            group.add_member(member)
+        group.leader = record.leader if record.leader in group.members else group.leader
+        group.state = GroupState.STABLE if group.members else GroupState.EMPTY
+        return group

@@ -247,6 +247,11 @@ class Handlers:
         }
         if acks not in (0, 1, -1):
             return answer | {"error_code": ErrorCode.INVALID_REQUIRED_ACKS}
+        if topic == OFFSETS_TOPIC:  # only its group coordinators write there, as in Kafka
+            return answer | {
+                "error_code": ErrorCode.INVALID_TOPIC_EXCEPTION,
+                "error_message": f"Cannot append to internal topic {OFFSETS_TOPIC}",
+            }
         replica = self.replicas.replica(topic, index)
         if replica is None:
             code = (

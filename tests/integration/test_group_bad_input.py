@@ -8,6 +8,7 @@ from confluent_kafka import Consumer, TopicPartition
 from rlog.core.protocol.apis import ApiKey
 from rlog.core.protocol.connection import ClientConnection
 from rlog.core.protocol.errors import ErrorCode
+from rlog.core.records import build_batch
 from support.clients import create_topic
 from support.cluster import Cluster
 from support.raw_wire import exchange, framed, header, request
@@ -113,6 +114,21 @@ def test_bad_group_requests_get_clear_errors_and_offsets_stay(cluster_factory) -
     assert ask(ApiKey.HEARTBEAT, 3, beat)["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
     results = ask(ApiKey.DELETE_GROUPS, 1, {"groups_names": ["never-made"]})["results"]
     assert results[0]["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
+
+    # Only the coordinators write __consumer_offsets: a client's Produce there is refused.
+    forged = {
+        "transactional_id": None,
+        "acks": -1,
+        "timeout_ms": 5000,
+        "topic_data": [
+            {
+                "name": "__consumer_offsets",
+                "partition_data": [{"index": 0, "records": build_batch([(b"\x00", b"\x00")])}],
+            }
+        ],
+    }
+    produced = ask(ApiKey.PRODUCE, 8, forged)["responses"][0]["partition_responses"][0]
+    assert produced["error_code"] == ErrorCode.INVALID_TOPIC_EXCEPTION
 
     # The coordinator still serves, and nothing moved the committed offset.
     assert committed(cluster) == 5

@@ -293,7 +293,7 @@ def _read_records(log_: Log) -> Iterator[tuple[bytes, bytes | None]]:
         found = log_.read(offset, LOAD_READ_BYTES, end).records
         if found is None:
             return
-        data = found.file.read(found.position, found.size)
+        data = found.read()
         for position, header in iter_batches(data):
             offset = header.last_offset + 1
             if header.is_control:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, To
 
 from support import clients, replication
 from support.cluster import Cluster
+from support.replication import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -25,6 +25,7 @@ CLEANER_KEYS = """
 "log.flush.scheduler.interval.ms" = 100
 """
 CONFIG = "[broker]" + CLEANER_KEYS
+CLEANING_WAIT_S = 15.0
 
 Produced = list[tuple[int, bytes, bytes | None]]  # (offset, key, value) as acknowledged
 
@@ -74,13 +75,6 @@ def consume_all(cluster: Cluster, topic: str, last_offset: int) -> Produced:
     return received
 
 
-def wait_for(what: str, condition: Callable[[], object], timeout_s: float = 15) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-
-
 def cleaned_up_to(cluster: Cluster, topic: str, broker: int = 1) -> int:
     """The end of the last cleaning pass over `topic`-0, from the broker's log (-1: none yet)."""
     text = (cluster.data_dir / "logs" / f"broker-{broker}.log").read_text(errors="replace")
@@ -117,7 +111,11 @@ def test_compaction_keeps_the_latest_value_per_key_at_its_offset(cluster_factory
     last_offset = produced[-1][0]
 
     # The pass that follows the last flush cleans everything below the active segment.
-    wait_for("a cleaning pass", lambda: cleaned_up_to(cluster, topic) > last_offset - 200)
+    wait_for(
+        "a cleaning pass",
+        lambda: cleaned_up_to(cluster, topic) > last_offset - 200,
+        CLEANING_WAIT_S,
+    )
     time.sleep(0.5)  # any pass still running finishes
     end = cleaned_up_to(cluster, topic)
     read = consume_all(cluster, topic, last_offset)
@@ -144,14 +142,20 @@ def test_a_tombstone_disappears_after_delete_retention(cluster_factory) -> None:
     produced = produce(cluster, topic, [(b"gone", b"v1"), (b"gone", None), *filler])
     tombstone_offset = produced[1][0]
 
-    wait_for("a cleaning pass", lambda: cleaned_up_to(cluster, topic) > tombstone_offset)
+    wait_for(
+        "a cleaning pass",
+        lambda: cleaned_up_to(cluster, topic) > tombstone_offset,
+        CLEANING_WAIT_S,
+    )
     read = consume_all(cluster, topic, produced[-1][0])
     assert [r for r in read if r[1] == b"gone"] == [(tombstone_offset, b"gone", None)]
 
     time.sleep(4.5)  # past delete.retention.ms; new dirty data starts another pass
     before = cleaned_up_to(cluster, topic)
     produced = produce(cluster, topic, filler)
-    wait_for("another cleaning pass", lambda: cleaned_up_to(cluster, topic) > before)
+    wait_for(
+        "another cleaning pass", lambda: cleaned_up_to(cluster, topic) > before, CLEANING_WAIT_S
+    )
     read = consume_all(cluster, topic, produced[-1][0])
     assert not [r for r in read if r[1] == b"gone"]
     assert read[-1] == produced[-1]
@@ -176,7 +180,11 @@ def test_a_follower_paused_while_the_leader_compacts_catches_up(cluster_factory)
     # acks=all returns once the ISR has shrunk without the paused follower (3 s); the leader
     # compacts meanwhile, up to that follower's LEO.
     produced = produce(cluster, topic, records)
-    wait_for("a cleaning pass on the leader", lambda: cleaned_up_to(cluster, topic, leader) > 0)
+    wait_for(
+        "a cleaning pass on the leader",
+        lambda: cleaned_up_to(cluster, topic, leader) > 0,
+        CLEANING_WAIT_S,
+    )
     cluster.chaos("resume", f"broker-{paused}")
     replication.wait_for(
         "the ISR to be full again",

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from support.replication import CONFIG
+from support.replication import CONFIG, wait_for
 
 MEMBER_SCRIPT = Path(__file__).with_name("group_member.py")
 STOP_TIMEOUT_S = 15.0
@@ -115,13 +115,13 @@ def wait_until(
     members: Sequence[MemberProcess] = (),
 ) -> None:
     """Wait for `check`; on a timeout, say what each of `members` last reported."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.1)
-    seen = {m.name: (m.process.poll(), m.events()[-3:]) for m in members}
-    raise AssertionError(f"no {what} within {timeout_s} s; members' exit codes, events: {seen}")
+    try:
+        wait_for(what, check, timeout_s, every_s=0.1)
+    except AssertionError:
+        seen = {m.name: (m.process.poll(), m.events()[-3:]) for m in members}
+        raise AssertionError(
+            f"no {what} within {timeout_s} s; members' exit codes, events: {seen}"
+        ) from None
 
 
 def split_evenly(members: list[MemberProcess], partitions: int) -> bool:

@@ -27,7 +27,7 @@ LOG_OVERHEAD = 12  # baseOffset (8) + batchLength (4): the bytes batchLength doe
 # batchLength counts everything after itself: even a batch without records has the header's rest.
 BATCH_LENGTH_MIN = BATCH_HEADER_SIZE - LOG_OVERHEAD
 
-# Field offsets inside a batch (SUBSET.md §6).
+# Field offsets inside a record batch v2 (Kafka's DefaultRecordBatch layout).
 _PARTITION_LEADER_EPOCH_AT = 12
 _CRC_AT = 17
 _ATTRIBUTES_AT = 21  # the CRC covers everything from here to the end of the batch
@@ -343,7 +343,7 @@ def build_end_txn_marker(
     base_offset: int = 0,
     partition_leader_epoch: int = -1,
 ) -> bytes:
-    """A transaction marker: a control batch with one record (SUBSET.md §6)."""
+    """A transaction marker: a control batch with one record (Kafka's EndTransactionMarker)."""
     key = struct.pack(">hh", 0, control_type)
     value = struct.pack(">hi", 0, coordinator_epoch)
     return build_batch(

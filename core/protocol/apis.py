@@ -1,6 +1,6 @@
 """The broker's table of Kafka APIs: which keys exist, which versions we serve, header versions.
 
-`SUPPORTED` is the one place the advertised ranges live (SUBSET.md §3): ApiVersions answers from
+`SUPPORTED` is the one place the advertised ranges live: ApiVersions answers from
 it and the connection refuses anything outside it. Add an API here when its handler lands.
 """
 
@@ -67,7 +67,7 @@ class ApiKey(IntEnum):
         return self.schema_name + "Response"
 
 
-# Versions the broker serves, inclusive (SUBSET.md §3, "broker" column).
+# Versions the broker serves, inclusive.
 SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.PRODUCE: (3, 8),
     ApiKey.FETCH: (4, 11),

@@ -64,7 +64,8 @@ class Request:
     client_id: str | None
     body: dict[str, Any] | None  # None only when unsupported_version
     size: int  # the frame's size prefix: bytes after the 4-byte prefix
-    # An ApiVersions request above our range: answer with a v0 body, error 35 (SUBSET.md §2).
+    # An ApiVersions request above our range: answer with a v0 body and error 35
+    # (UNSUPPORTED_VERSION), as Kafka does (KIP-511).
     unsupported_version: bool = False
 
 
@@ -317,7 +318,7 @@ class ClientConnection:
                     f"correlation id {header['correlation_id']}, expected {expected}"
                 )
             if api_key == ApiKey.API_VERSIONS and _is_unsupported_version(frame, pos):
-                version = 0  # the broker answered in v0, whatever we asked (SUBSET.md §2)
+                version = 0  # the broker answered in v0, whatever we asked (KIP-511)
                 route = _route(api_key, version)
             body, _ = route.response_body.decode(frame, pos)
         except DecodeError as exc:

@@ -1,8 +1,8 @@
 """A producer's batch on the leader: the checks before it is appended, and the append.
 
 Kafka takes exactly one v2 batch per partition per Produce request. Idempotent producers are
-checked against the partition's producer state (SUBSET.md §7): a retry of one of the last five
-batches is answered with its original offsets and appends nothing.
+checked against the partition's producer state (Kafka's ProducerStateManager rules): a retry
+of one of the last five batches is answered with its original offsets and appends nothing.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """One partition's replica on one broker: the sans-IO state machine the daemon and the simulator
-drive (DESIGN.md, "replication").
+drive.
 
 Inputs are the controller's partition states, requests from clients and followers, answers from
 the leader and the controller, and `tick(now_ms)`; outputs are answers and effects (messages.py).

@@ -1,13 +1,13 @@
-"""The deterministic simulation of rlog's replication (DESIGN.md testing pyramid, level 2).
+"""The deterministic simulation of rlog's replication (ARCHITECTURE.md, "The simulator").
 
 One seed builds everything: a virtual clock, a virtual network (seeded delay, loss, duplication,
 hence reordering, and cut links), a controller on its own in-memory disk, three brokers each with
 a `Replica` per partition on its own `SimFileSystem`, and an acks=all producer of numbered values.
 The harness plays the daemon: it moves every request and answer between the sans-IO cores
 (`Controller`, `Replica`) as messages, and after every step checks the invariants we promise
-(RELIABILITY.md): I1/I2 (acked values stay at their offsets in the leader), I10 (replicas agree
-below their HWs), I3 (a leader's HW never moves back in its epoch; the HW a consumer can see from
-the current leader never moves back), and one leader per leader epoch.
+(ARCHITECTURE.md, "Invariants"): I1/I2 (acked values stay at their offsets in the leader), I10
+(replicas agree below their HWs), I3 (a leader's HW never moves back in its epoch; the HW a
+consumer can see from the current leader never moves back), and one leader per leader epoch.
 
 Faults, chosen by the seed, one at a time and each for a bounded time (the premise of the promise:
 fewer than min.insync replicas fail): broker crash (kill -9, or power loss that drops unsynced bytes
@@ -994,7 +994,7 @@ def run_seed(seed: int, options: SimOptions | None = None, *, echo: bool = False
         sim.run()
     except InvariantViolation as violation:
         return _outcome(sim, violation.invariant, violation.detail)
-    except AssertionError as error:  # a core assertion (a bug, per TIGER_STYLE)
+    except AssertionError as error:  # a core assertion (a bug, not an error of the world)
         return _outcome(sim, "core-assertion", f"{type(error).__name__}: {error}")
     return Outcome(seed, True, sim.step_number, None, None, sim.summary(), [], sim.trace_hash())
 

@@ -1,6 +1,7 @@
 """core/ holds no sockets, event loops, clocks, threads or randomness, and never reaches up.
 
-This is what lets a seeded simulator drive the same code the brokers run (DESIGN.md).
+This is what lets a seeded simulator drive the same code the brokers run
+(ARCHITECTURE.md, "The core contract").
 """
 
 from __future__ import annotations

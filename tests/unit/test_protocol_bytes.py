@@ -1,4 +1,4 @@
-"""Exact bytes, built by hand from the wire format (SUBSET.md §1), against the generated codecs."""
+"""Exact bytes, built by hand from Kafka's wire format, against the generated codecs."""
 
 from __future__ import annotations
 

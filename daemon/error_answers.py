@@ -7,25 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from rlog.core.broker import empty_fetch_partition
 from rlog.core.protocol.apis import ApiKey
 from rlog.core.protocol.connection import Request
 
 Body = dict[str, Any]
-
-
-def empty_fetch_partition(index: int, code: int = 0) -> Body:
-    """A Fetch answer for one partition with no records (the starting point of every answer)."""
-    return {
-        "partition_index": index,
-        "error_code": code,
-        "high_watermark": -1,
-        "last_stable_offset": -1,
-        "log_start_offset": -1,
-        "aborted_transactions": [],
-        "preferred_read_replica": -1,
-        # Empty, not null: librdkafka rejects a null record set as a protocol error.
-        "records": b"",
-    }
 
 
 def _fetch(body: Body, code: int) -> Body:

@@ -70,7 +70,7 @@ class ApiKey(IntEnum):
 # Versions the broker serves, inclusive.
 SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.PRODUCE: (3, 8),
-    ApiKey.FETCH: (4, 11),
+    ApiKey.FETCH: (4, 12),  # v12: flexible; followers send last_fetched_epoch (KIP-320)
     ApiKey.LIST_OFFSETS: (1, 5),
     ApiKey.METADATA: (1, 8),
     ApiKey.API_VERSIONS: (0, 3),

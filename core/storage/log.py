@@ -376,9 +376,11 @@ class Log:
 
     # ---- retention and truncation ----
 
-    def delete_retained_segments(self, now_ms: int) -> int:
+    def delete_retained_segments(self, now_ms: int, high_watermark: int | None = None) -> int:
         """Delete the oldest whole segments that retention.ms or retention.bytes (when the policy
-        deletes) or the log start offset no longer keep; never the active one. Returns how many.
+        deletes) or the log start offset no longer keep; never the active one, and, as Kafka,
+        never one holding offsets at or above `high_watermark` (records not yet replicated to
+        the ISR, which an acks=all producer still waits for). Returns how many.
         """
         config = self._config
         cutoff_ms = now_ms - config.retention_ms
@@ -386,6 +388,8 @@ class Log:
         def expired(segment: LogSegment, bytes_left: int) -> bool:
             if segment.next_offset <= self._log_start_offset:
                 return True
+            if high_watermark is not None and segment.next_offset > high_watermark:
+                return False
             if not config.deletes_by_retention:
                 return False
             if config.retention_bytes >= 0 and bytes_left - segment.size >= config.retention_bytes:

@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from rlog.core.broker import OFFSETS_TOPIC
 from rlog.core.groups import (
     Append,
     Caller,
@@ -38,14 +39,13 @@ from rlog.core.protocol.errors import ErrorCode
 from rlog.core.records import build_batch, decode_batch, iter_batches
 from rlog.core.storage.log import Log
 from rlog.daemon.broker.controller_link import ControllerLink
-from rlog.daemon.broker.replica_manager import ReplicaManager, now_ms
+from rlog.daemon.broker.core_driver import BrokerDriver, now_ms
 from rlog.daemon.config import BrokerSettings
 from rlog.daemon.wire import WireError
 
 log = logging.getLogger(__name__)
 
 Body = dict[str, Any]
-OFFSETS_TOPIC = "__consumer_offsets"
 GROUP_KEY_TYPE = 0
 WRITE_TIMEOUT_MS = 5_000  # Kafka's offsets.commit.timeout.ms
 LOAD_READ_BYTES = 1024 * 1024
@@ -57,12 +57,12 @@ class GroupService:
         self,
         broker_id: int,
         settings: BrokerSettings,
-        replicas: ReplicaManager,
+        driver: BrokerDriver,
         link: ControllerLink,
     ) -> None:
         self.broker_id = broker_id
         self.settings = settings
-        self.replicas = replicas
+        self.driver = driver
         self.link = link
         # Until __consumer_offsets exists it owns nothing: every group gets NOT_COORDINATOR.
         self.coordinator = self._new_coordinator(settings.offsets_topic_num_partitions)
@@ -95,7 +95,7 @@ class GroupService:
             self._led = set()
         coordinator = self.coordinator
         for partition in sorted(topic.partitions):
-            replica = self.replicas.replica(OFFSETS_TOPIC, partition)
+            replica = self.driver.core.replica(OFFSETS_TOPIC, partition)
             leads = replica is not None and replica.is_leader
             if leads and partition not in self._led:
                 assert replica is not None
@@ -244,7 +244,7 @@ class GroupService:
                 task.add_done_callback(self._background.discard)
             elif isinstance(effect, GroupEvent):
                 log.info("%s", effect.message)
-                journal = self.replicas.journal
+                journal = self.driver.journal
                 if journal is not None:
                     journal.record(
                         effect.kind,
@@ -261,7 +261,7 @@ class GroupService:
         batch = build_batch(list(effect.records), base_timestamp=now)
         key = (OFFSETS_TOPIC, effect.partition)
         try:
-            answer = await self.replicas.append(key, batch, -1, WRITE_TIMEOUT_MS)
+            answer = await self.driver.append(*key, batch, -1, WRITE_TIMEOUT_MS)
             error = answer.error
         except Exception:  # the coordinator must hear back, or its clients wait forever
             log.exception("coordinator write to %s-%d failed", *key)

@@ -13,26 +13,45 @@ from pathlib import Path
 
 import uvloop
 
+from rlog.core.broker import BrokerConfig, BrokerCore, MetadataChanged
 from rlog.daemon.broker.controller_link import ControllerLink
+from rlog.daemon.broker.core_driver import BrokerDriver, now_ms
 from rlog.daemon.broker.faults import CONTROLLER, Faults
-from rlog.daemon.broker.fetcher import ReplicaFetchers
 from rlog.daemon.broker.groups import GroupService
 from rlog.daemon.broker.handlers import Handlers
 from rlog.daemon.broker.log_cleaner import LogCleaner, clean_limit
+from rlog.daemon.broker.peer_links import PeerLinks
 from rlog.daemon.broker.producer_ids import ProducerIdAllocator
-from rlog.daemon.broker.replica_manager import ReplicaManager, now_ms
 from rlog.daemon.broker.server import BrokerServer
+from rlog.daemon.broker.traffic import write_traffic
 from rlog.daemon.config import BrokerSettings, ConfigError, load_config
 from rlog.daemon.events import EventJournal
 from rlog.daemon.exit_codes import ExitCode
 
 log = logging.getLogger("rlog.broker")
 
-# Leaders check produce deadlines and lagging followers this often.
+# The broker core's clock: produce and fetch deadlines, lagging followers, the flush policy.
 TICK_INTERVAL_MS = 50
 TRAFFIC_INTERVAL_MS = 1_000  # how often traffic.json is rewritten for rlog tui
-HW_CHECKPOINT_INTERVAL_MS = 5_000  # Kafka's replica.high.watermark.checkpoint.interval.ms
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 5.0
+
+
+def broker_config(broker_id: int, settings: BrokerSettings) -> BrokerConfig:
+    """The broker core's settings from the [broker] table of rlog's config."""
+    return BrokerConfig(
+        broker_id=broker_id,
+        log_config=settings.log_config(),
+        min_insync_replicas=settings.min_insync_replicas,
+        unclean_leader_election_enable=settings.unclean_leader_election_enable,
+        replica_lag_time_max_ms=settings.replica_lag_time_max_ms,
+        replica_fetch_max_bytes=settings.replica_fetch_max_bytes,
+        replica_fetch_wait_max_ms=settings.replica_fetch_wait_max_ms,
+        replica_fetch_backoff_ms=settings.replica_fetch_backoff_ms,
+        replica_socket_timeout_ms=settings.replica_socket_timeout_ms,
+        log_flush_scheduler_interval_ms=settings.log_flush_scheduler_interval_ms,
+        log_flush_offset_checkpoint_interval_ms=settings.log_flush_offset_checkpoint_interval_ms,
+        log_retention_check_interval_ms=settings.log_retention_check_interval_ms,
+    )
 
 
 def write_meta_properties(data_dir: Path, broker_id: int, cluster_id: str) -> None:
@@ -76,13 +95,14 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
         return ExitCode.CONFIG
     faults = Faults(args.faults)
     faults.reload()
-    replicas = ReplicaManager(args.id, data_dir, settings, now_ms(), fs=faults.file_system)
-    if args.events is not None:  # replica events (truncations) for rlog events
-        replicas.journal = EventJournal(args.events, f"broker-{args.id}")
+    core = BrokerCore(broker_config(args.id, settings), str(data_dir), faults.file_system, now_ms())
+    journal = EventJournal(args.events, f"broker-{args.id}") if args.events is not None else None
+    driver = BrokerDriver(core, journal)  # replica events (truncations) go to rlog events
 
     def on_metadata() -> None:
-        if link.registered_in_image:
-            replicas.apply_metadata(link.image, now_ms(), caught_up=link.caught_up)
+        registered = link.registered_in_image
+        driver.step(MetadataChanged(link.image, link.caught_up, registered))
+        if registered:
             groups.on_metadata()  # leadership of __consumer_offsets decides what it coordinates
 
     link = ControllerLink(
@@ -95,14 +115,14 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
         on_metadata,
         gate=faults.gate(CONTROLLER),
     )
-    replicas.set_alter_partition_sender(link.alter_partition)
-    groups = GroupService(args.id, settings, replicas, link)
-    fetchers = ReplicaFetchers(args.id, replicas, link, settings, faults)
-    replicas.on_followers_changed = fetchers.regroup
+    peers = PeerLinks(args.id, lambda: link.image, faults)
+    driver.connect(link.alter_partition, peers.send)
+    groups = GroupService(args.id, settings, driver, link)
     handlers = Handlers(
         args.id,
         args.cluster_id,
-        replicas,
+        settings,
+        driver,
         link,
         ProducerIdAllocator(link.allocate_producer_ids),
         groups,
@@ -115,14 +135,14 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
             f"broker-{args.id}: cannot listen on {args.host}:{args.port}: {error.strerror}",
             file=sys.stderr,
         )
-        replicas.close()
+        driver.close()
         return ExitCode.CONFIG
     log.info(
         "broker %d listening on %s:%d with %d logs (recovered in %.0f ms); controller at %s:%d",
         args.id,
         args.host,
         args.port,
-        len(replicas.logs.topic_partitions()),
+        len(core.hosted.logs.topic_partitions()),
         (time.monotonic() - started) * 1000,
         *controller,
     )
@@ -132,43 +152,20 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     loop.add_signal_handler(signal.SIGUSR1, faults.reload)  # rlogd changed the chaos rules
-    logs = replicas.logs
     duties = [
         asyncio.create_task(server.serve()),
         asyncio.create_task(link.run()),
-        asyncio.create_task(_every(TICK_INTERVAL_MS, "tick", lambda: replicas.tick(now_ms()))),
+        asyncio.create_task(_every(TICK_INTERVAL_MS, "tick", driver.tick)),
         asyncio.create_task(_every(TICK_INTERVAL_MS, "group tick", groups.tick)),
         asyncio.create_task(
-            _every(TRAFFIC_INTERVAL_MS, "traffic", lambda: handlers.traffic.write(data_dir))
-        ),
-        asyncio.create_task(
-            _every(
-                settings.log_flush_scheduler_interval_ms,
-                "flush",
-                lambda: logs.flush_due_logs(now_ms()),
-            )
-        ),
-        asyncio.create_task(
-            _every(
-                settings.log_retention_check_interval_ms,
-                "retention",
-                lambda: logs.run_retention(now_ms()),
-            )
-        ),
-        asyncio.create_task(
-            _every(
-                settings.log_flush_offset_checkpoint_interval_ms, "checkpoint", replicas.checkpoint
-            )
-        ),
-        asyncio.create_task(
-            _every(HW_CHECKPOINT_INTERVAL_MS, "checkpoint", replicas.checkpoint_high_watermarks)
+            _every(TRAFFIC_INTERVAL_MS, "traffic", lambda: write_traffic(core.traffic, data_dir))
         ),
     ]
     # Compaction of cleanup.policy=compact logs (user topics, __consumer_offsets) on leaders.
     cleaner = LogCleaner(
-        logs,
+        core.hosted.logs,
         faults.file_system,
-        lambda key: clean_limit(replicas.replica(*key)),
+        lambda key: clean_limit(core.replica(*key)),
         now_ms,
         settings.log_cleaner_backoff_ms,
     )
@@ -181,11 +178,11 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
     for duty in duties:
         duty.cancel()
     await cleaner.stop()  # a segment rewrite may still run in its thread
-    fetchers.close()
+    peers.close()
     groups.close()
     await server.close()
     link.close()
-    replicas.close()
+    driver.close()
     log.info("broker %d stopped cleanly", args.id)
     return ExitCode.OK
 

@@ -33,6 +33,16 @@ from typing import Any
 
 from sim_fs import SimFileSystem
 
+from rlog.core.broker import (
+    Body,
+    BrokerConfig,
+    BrokerCore,
+    ClientRequest,
+    Event,
+    MetadataChanged,
+    PeerAnswered,
+    ProposalAnswered,
+)
 from rlog.core.controller import (
     AlterPartitionRequest,
     BrokerHeartbeatRequest,
@@ -44,24 +54,12 @@ from rlog.core.controller import (
 )
 from rlog.core.metadata.image import MetadataImage
 from rlog.core.metadata.log_store import append_records, metadata_log_config, read_records
+from rlog.core.protocol.apis import SUPPORTED, ApiKey, api_versions_body
 from rlog.core.protocol.errors import ErrorCode
 from rlog.core.records import build_batch, decode_batch, iter_batches
-from rlog.core.replication import (
-    NO_EPOCH,
-    AlterPartitionResponse,
-    CompleteProduce,
-    Effect,
-    FetchPlan,
-    HighWatermarkChanged,
-    PartitionState,
-    ProposeIsr,
-    Replica,
-    ReplicaConfig,
-    Truncated,
-    TruncationPlan,
-)
+from rlog.core.replication import AlterPartitionResponse, ProposeIsr, Replica
 from rlog.core.storage.config import LogConfig
-from rlog.core.storage.leader_epochs import LeaderEpochCache
+from rlog.core.storage.files import FileSlice
 from rlog.core.storage.log import Log
 
 TOPIC = "t"
@@ -75,9 +73,10 @@ PRODUCE_TIMEOUT_MS = 1_500  # the broker's acks=all wait (the request's timeout)
 CLIENT_TIMEOUT_MS = 2_500  # the producer gives up waiting for an answer: indeterminate
 REQUEST_TIMEOUT_MS = 1_000  # broker-to-broker and broker-to-controller requests
 FETCH_MAX_BYTES = 64 * 1024
-REPLICA_CONFIG = ReplicaConfig(min_insync_replicas=2, replica_lag_time_max_ms=LAG_TIME_MAX_MS)
+FETCH_WAIT_MAX_MS = 100  # how long a leader holds a follower's fetch with nothing new
 LOG_CONFIG = LogConfig(segment_bytes=4096)
-HW_CHECKPOINT = "high-watermark"
+METADATA_CHUNK = 200  # metadata records per answer to a broker's metadata fetch
+PRODUCE_VERSION = 9
 # Produce answers that say the value was not written (no append happened).
 NOT_WRITTEN = {
     ErrorCode.NOT_ENOUGH_REPLICAS,
@@ -101,9 +100,10 @@ class SimOptions:
     step_ms_max: int = 25
     heal_ms_max: int = 30_000
     fault_rate: float = 0.03  # chance per step that a fault starts, when the cluster is healthy
-    # Followers send Fetch v12+ (last_fetched_epoch, DivergingEpoch answers): None lets the
-    # seed choose. The suite pins False while the stale-epoch livelock (see the tests) is open.
-    fetch_v12: bool | None = None
+    # The newest Fetch version each broker serves, picked per broker start from these: (11, 12)
+    # mixes releases, so followers use v12 (last_fetched_epoch, DivergingEpoch answers) or v11
+    # by what their leader answers to ApiVersions, as the daemon's do.
+    fetch_versions: tuple[int, ...] = (11, 12)
     # Check that the HW the current leader shows consumers never moves back (I3, overall).
     # The suite turns it off while the failover HW regression (see the tests) is open.
     check_visible_hw: bool = True
@@ -208,7 +208,7 @@ class ControllerNode:
             start = envelope.body
             index = next((i for i, (o, _) in enumerate(self.committed) if o >= start), None)
             records = self.committed[index:] if index is not None else []
-            self.sim.network.send(CONTROLLER, envelope.src, "metadata", records[:200])
+            self.sim.network.send(CONTROLLER, envelope.src, "metadata", records[:METADATA_CHUNK])
 
     def tick(self) -> None:
         assert self.controller is not None and self.log is not None
@@ -233,6 +233,11 @@ class ControllerNode:
 
 
 class BrokerNode:
+    """One broker process: the shipped `BrokerCore` and what its daemon does around it. The
+    harness plays the daemon's part only: registration and heartbeats, reading the metadata log,
+    carrying requests and answers, answering ApiVersions, and doing each Ready in order (syncs,
+    then requests and proposals, then responses). Every broker rule runs in the core."""
+
     def __init__(self, sim: Simulation, broker_id: int) -> None:
         self.sim = sim
         self.broker_id = broker_id
@@ -250,24 +255,28 @@ class BrokerNode:
         self.paused_until = None
         self.broker_epoch: int | None = None
         self.image = MetadataImage()
-        self.replicas: dict[int, Replica] = {}
-        self.fetches: dict[int, tuple[Any, FetchPlan | TruncationPlan, int]] = {}
-        self.next_fetch_ms: dict[int, int] = {}
-        # In flight AlterPartition requests: token -> (partition, deadline). A committed state from
-        # the metadata supersedes a proposal, so a leader may propose again before the answer to
-        # the earlier one arrives; each still gets its answer (or a timeout error).
-        self.alters: dict[Any, tuple[int, int]] = {}
-        self.pending: dict[tuple[int, int], Any] = {}  # (partition, pending id) -> token
+        self.metadata_caught_up = False
+        # A broker of an older release (Fetch up to v11) or of this one (v12), by seed: followers
+        # pick their Fetch version from the leader's ApiVersions, as the daemon's do.
+        self.fetch_version_max = self.sim.rng.choice(self.sim.fetch_versions)
+        self.core = BrokerCore(
+            self.sim.broker_config(self.broker_id), "/data", self.fs, self.sim.now_ms
+        )
+        self.alters: dict[Any, Any] = {}  # AlterPartition token -> the core's proposal token
         self.register_deadline_ms = -1
         self.next_heartbeat_ms = self.sim.now_ms
         self.requests = 0
 
     def crash(self, power_loss: bool) -> None:
+        """kill -9 (the OS keeps what was written) or power loss (only what was synced stays)."""
         self.alive = False
-        for replica in self.replicas.values():
+        for replica in self.core.replicas.values():
             replica.log.close()
-        self.replicas = {}
         self.fs.crash(self.sim.rng, power_loss=power_loss)
+
+    @property
+    def replicas(self) -> dict[int, Replica]:
+        return {index: r for (topic, index), r in self.core.replicas.items() if topic == TOPIC}
 
     def _token(self) -> tuple[Any, ...]:
         self.requests += 1
@@ -276,55 +285,55 @@ class BrokerNode:
     def _send(self, dst: Any, kind: str, body: Any) -> None:
         self.sim.network.send(self.broker_id, dst, kind, body)
 
-    def _open_replica(self, partition: int) -> Replica:
-        now_ms = self.sim.now_ms
-        path = f"/data/{TOPIC}-{partition}"
-        self.fs.makedirs(path)
-        log = Log(path, LOG_CONFIG, self.fs, recovery_point=0, log_start_offset=0, now_ms=now_ms)
-        epochs = LeaderEpochCache.load(
-            self.fs,
-            path,
-            log.iter_batch_headers(),
-            log_start_offset=log.log_start_offset,
-            log_end_offset=log.log_end_offset,
-        )
-        checkpoint = f"{path}/{HW_CHECKPOINT}"
-        hw = int(self.fs.read_bytes(checkpoint)) if self.fs.exists(checkpoint) else 0
-        replica = Replica(
-            TOPIC, partition, self.broker_id, log, epochs, REPLICA_CONFIG, now_ms, high_watermark=hw
-        )
-        self.sim.trace(f"b{self.broker_id} open {partition} leo={log.log_end_offset} hw={hw}")
-        return replica
+    # ---- the daemon's loop: step the core, then do its Ready ----
 
-    # ---- effects ----
+    def step(self, event: Event) -> None:
+        self.core.step(event, self.sim.now_ms)
+        self._drain()
 
-    def handle(self, partition: int, effects: list[Effect] | tuple[Effect, ...]) -> None:
-        for effect in effects:
-            self.sim.trace(f"b{self.broker_id} {effect!r}")
-            if isinstance(effect, CompleteProduce):
-                token = self.pending.pop((partition, effect.pending_id), None)
-                if token is not None:
-                    body = (token, effect.error, effect.base_offset)
-                    self._send(PRODUCER, "produce_response", body)
-            elif isinstance(effect, HighWatermarkChanged):
-                path = f"/data/{TOPIC}-{partition}/{HW_CHECKPOINT}"
-                self.fs.replace_atomically(path, str(effect.high_watermark).encode())
-            elif isinstance(effect, ProposeIsr):
-                token = self._token()
-                request = AlterPartitionRequest(
-                    token,
-                    self.broker_id,
-                    self.broker_epoch if self.broker_epoch is not None else -1,
-                    effect.topic,
-                    effect.partition,
-                    effect.leader_epoch,
-                    effect.new_isr,
-                    effect.partition_epoch,
-                )
-                self.alters[token] = (partition, self.sim.now_ms + REQUEST_TIMEOUT_MS)
-                self._send(CONTROLLER, "request", request)
-            elif isinstance(effect, Truncated):
-                pass
+    def _drain(self) -> None:
+        core = self.core
+        while core.has_ready():
+            ready = core.ready()
+            for sync in ready.syncs:
+                core.sync(sync)
+            for request in ready.peer_requests:
+                body = (request.token, request.api_key, request.api_version, request.body)
+                self._send(request.broker_id, "peer_request", body)
+            for proposal in ready.proposals:
+                self._propose(proposal.token, proposal.proposal)
+            for token, answer in ready.responses:
+                self._respond(token, answer)
+            if ready.checkpoints:
+                core.write_checkpoints()
+            for truncated in ready.truncations:
+                self.sim.trace(f"b{self.broker_id} {truncated!r}")
+            core.advance(ready)
+
+    def _propose(self, core_token: Any, proposal: ProposeIsr) -> None:
+        self.sim.trace(f"b{self.broker_id} {proposal!r}")
+        token = self._token()
+        self.alters[token] = core_token
+        request = AlterPartitionRequest(
+            token,
+            self.broker_id,
+            self.broker_epoch if self.broker_epoch is not None else -1,
+            proposal.topic,
+            proposal.partition,
+            proposal.leader_epoch,
+            proposal.new_isr,
+            proposal.partition_epoch,
+        )
+        self._send(CONTROLLER, "request", request)
+
+    def _respond(self, token: Any, answer: Any) -> None:
+        kind, dst, their_token = token
+        if kind == "peer":  # the wire carries bytes: a file slice is read as it is sent
+            self._send(dst, "peer_response", (their_token, on_the_wire(answer)))
+        elif kind == "produce":
+            partition = answer["responses"][0]["partition_responses"][0]
+            body = (their_token, ErrorCode(partition["error_code"]), partition["base_offset"])
+            self._send(dst, "produce_response", body)
 
     # ---- input ----
 
@@ -336,10 +345,11 @@ class BrokerNode:
             self._on_metadata(body)
         elif kind == "produce":
             self._on_produce(envelope.src, *body)
-        elif kind == "fetch":
-            self._on_fetch(envelope.src, *body)
-        elif kind == "fetch_response":
-            self._on_fetch_response(*body)
+        elif kind == "peer_request":
+            self._on_peer_request(envelope.src, *body)
+        elif kind == "peer_response":
+            token, answer = body
+            self.step(PeerAnswered(token, answer))
 
     def _on_controller_response(self, token: Any, response: Any) -> None:
         if token[1] != self.incarnation:
@@ -349,15 +359,14 @@ class BrokerNode:
             if response.error == ErrorCode.NONE and self.broker_epoch is None:
                 self.broker_epoch = response.broker_epoch
                 self.sim.trace(f"b{self.broker_id} registered epoch={self.broker_epoch}")
-                self._apply_partition_states()
+                self._metadata_changed()
             self.register_deadline_ms = -1
         elif name == "BrokerHeartbeatResponse":
             if response.error in (ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_REGISTERED):
                 self.broker_epoch = None
         elif name == "AlterPartitionResponse":
-            found = self.alters.pop(token, None)
-            if found is not None:
-                partition = found[0]
+            core_token = self.alters.pop(token, None)
+            if core_token is not None:
                 answer = AlterPartitionResponse(
                     ErrorCode(response.error),
                     response.leader,
@@ -365,12 +374,7 @@ class BrokerNode:
                     tuple(response.isr),
                     response.partition_epoch,
                 )
-                self._answer_alter(partition, answer)
-
-    def _answer_alter(self, partition: int, answer: AlterPartitionResponse) -> None:
-        replica = self.replicas.get(partition)
-        if replica is not None:
-            self.handle(partition, replica.on_alter_partition_response(answer, self.sim.now_ms))
+                self.step(ProposalAnswered(core_token, answer))
 
     def _on_metadata(self, records: list[tuple[int, Any]]) -> None:
         changed = False
@@ -379,115 +383,44 @@ class BrokerNode:
                 continue
             self.image.apply(offset, record)
             changed = True
+        self.metadata_caught_up = len(records) < METADATA_CHUNK
         if changed:
-            self._apply_partition_states()
+            self._metadata_changed()
 
-    def _apply_partition_states(self) -> None:
-        """Hand the partition states to the replicas, but only once this process's own
-        registration is in the image (as KRaft brokers wait to catch up before starting): a
-        restarted broker must not act on states its earlier incarnation was given.
-        """
+    def _metadata_changed(self) -> None:
+        """Hand the image to the core, but only once this process's own registration is in it
+        (as KRaft brokers wait to catch up before starting): a restarted broker must not act on
+        states its earlier incarnation was given."""
         me = self.image.brokers.get(self.broker_id)
-        if self.broker_epoch is None or me is None or me.epoch != self.broker_epoch:
-            return
-        if TOPIC not in self.image.topics:
-            return
-        for partition, info in self.image.topics[TOPIC].partitions.items():
-            if self.broker_id not in info.replicas:
-                continue
-            replica = self.replicas.get(partition)
-            if replica is None:
-                replica = self.replicas[partition] = self._open_replica(partition)
-            state = PartitionState(
-                info.leader, info.leader_epoch, info.isr, info.replicas, info.partition_epoch
-            )
-            self.handle(partition, replica.apply_partition_state(state, self.sim.now_ms))
+        registered = self.broker_epoch is not None and me is not None
+        registered = registered and me.epoch == self.broker_epoch
+        self.step(MetadataChanged(self.image, self.metadata_caught_up, registered))
 
     def _on_produce(self, src: Any, token: Any, partition: int, value: bytes) -> None:
-        replica = self.replicas.get(partition)
-        if replica is None:
-            self._send(src, "produce_response", (token, ErrorCode.NOT_LEADER_OR_FOLLOWER, -1))
-            return
-        outcome = replica.append_as_leader(
-            build_batch([(None, value)]),
-            -1,
-            self.sim.now_ms,
-            required_acks_timeout_ms=PRODUCE_TIMEOUT_MS,
-        )
-        if outcome.pending is not None:
-            self.pending[(partition, outcome.pending.pending_id)] = token
-        else:
-            result = outcome.result
-            self._send(src, "produce_response", (token, result.error, result.base_offset))
-        self.handle(partition, outcome.effects)
+        body = {
+            "acks": -1,
+            "timeout_ms": PRODUCE_TIMEOUT_MS,
+            "topic_data": [
+                {
+                    "name": TOPIC,
+                    "partition_data": [
+                        {"index": partition, "records": build_batch([(None, value)])}
+                    ],
+                }
+            ],
+        }
+        self.step(ClientRequest(("produce", src, token), ApiKey.PRODUCE, PRODUCE_VERSION, body))
 
-    def _on_fetch(self, src: Any, token: Any, partition: int, plan: Any, use_v12: bool) -> None:
-        replica = self.replicas.get(partition)
-        if replica is None:
+    def _on_peer_request(
+        self, src: Any, token: Any, api_key: int, api_version: int, body: Body
+    ) -> None:
+        if api_key == ApiKey.API_VERSIONS:  # the daemon answers it, from what it serves
+            versions = dict(SUPPORTED) | {ApiKey.FETCH: (4, self.fetch_version_max)}
             self._send(
-                src, "fetch_response", (token, partition, "error", ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                src, "peer_response", (token, api_versions_body(versions, unsupported=False))
             )
             return
-        if isinstance(plan, TruncationPlan):
-            answer = replica.offsets_for_leader_epoch(plan.epoch, plan.current_leader_epoch)
-            self._send(src, "fetch_response", (token, partition, "epoch", answer))
-            return
-        result = replica.on_follower_fetch(
-            plan.replica_id,
-            plan.fetch_offset,
-            plan.last_fetched_epoch if use_v12 else NO_EPOCH,
-            plan.current_leader_epoch,
-            self.sim.now_ms,
-            max_bytes=FETCH_MAX_BYTES,
-        )
-        self.handle(partition, result.effects)
-        records = result.records.read() if result.records is not None else b""
-        answer = (
-            result.error,
-            records,
-            result.high_watermark,
-            result.log_start_offset,
-            result.log_end_offset,
-            result.diverging_epoch,
-        )
-        self._send(src, "fetch_response", (token, partition, "fetch", answer))
-
-    def _on_fetch_response(self, token: Any, partition: int, kind: str, answer: Any) -> None:
-        in_flight = self.fetches.get(partition)
-        replica = self.replicas.get(partition)
-        if in_flight is None or in_flight[0] != token or replica is None:
-            return  # a late, repeated or foreign answer
-        del self.fetches[partition]
-        plan = in_flight[1]
-        now_ms = self.sim.now_ms
-        epoch = plan.current_leader_epoch
-        self.next_fetch_ms[partition] = now_ms + 100
-        if kind == "epoch":
-            if answer.error == ErrorCode.NONE:
-                effects = replica.on_epoch_end_offset(
-                    answer.epoch, answer.end_offset, leader_epoch=epoch
-                )
-                self.handle(partition, effects)
-                self.next_fetch_ms[partition] = now_ms
-            return
-        if kind != "fetch":
-            return
-        error, records, hw, log_start, log_end, diverging = answer
-        if error == ErrorCode.OFFSET_OUT_OF_RANGE:
-            effects = replica.on_offset_out_of_range(log_start, log_end, leader_epoch=epoch)
-        elif error != ErrorCode.NONE:
-            return
-        elif diverging is not None:
-            effects = replica.on_epoch_end_offset(
-                diverging.epoch, diverging.end_offset, leader_epoch=epoch
-            )
-        else:
-            effects = replica.on_fetch_response(records, hw, log_start, now_ms, leader_epoch=epoch)
-            if not records:
-                self.next_fetch_ms[partition] = now_ms + 30
-        if records or diverging is not None:
-            self.next_fetch_ms[partition] = now_ms
-        self.handle(partition, effects)
+        self.step(ClientRequest(("peer", src, token), api_key, api_version, body))
 
     # ---- time ----
 
@@ -496,22 +429,8 @@ class BrokerNode:
         if now_ms >= self.next_heartbeat_ms:
             self.next_heartbeat_ms = now_ms + HEARTBEAT_MS
             self._heartbeat()
-        for token, (partition, deadline_ms) in list(self.alters.items()):
-            if now_ms >= deadline_ms:  # lost request or answer: the replica must hear an error
-                del self.alters[token]
-                self._answer_alter(partition, AlterPartitionResponse(ErrorCode.REQUEST_TIMED_OUT))
-        for partition, replica in self.replicas.items():
-            self.handle(partition, replica.tick(now_ms))
-            in_flight = self.fetches.get(partition)
-            if in_flight is not None and now_ms >= in_flight[2]:
-                del self.fetches[partition]
-                in_flight = None
-            if in_flight is None and now_ms >= self.next_fetch_ms.get(partition, 0):
-                plan = replica.follower_fetch_request()
-                if plan is not None:
-                    token = self._token()
-                    self.fetches[partition] = (token, plan, now_ms + REQUEST_TIMEOUT_MS)
-                    self._send(plan.leader_id, "fetch", (token, partition, plan, self.sim.use_v12))
+        self.core.tick(now_ms)
+        self._drain()
 
     def _heartbeat(self) -> None:
         if self.broker_epoch is None:
@@ -531,6 +450,17 @@ class BrokerNode:
             )
             self._send(CONTROLLER, "request", request)
         self._send(CONTROLLER, "metadata", self.image.last_offset + 1)
+
+
+def on_the_wire(body: Any) -> Any:
+    """A response as the peer receives it: record file slices become the bytes sendfile sends."""
+    if isinstance(body, dict):
+        return {key: on_the_wire(value) for key, value in body.items()}
+    if isinstance(body, list):
+        return [on_the_wire(item) for item in body]
+    if isinstance(body, FileSlice):
+        return body.read()
+    return body
 
 
 # ---- the producer ----
@@ -714,8 +644,8 @@ class Simulation:
         self.now_ms = 0
         self.step_number = 0
         self.network = Network(self.rng, self.trace)
-        v12_by_seed = self.rng.random() < 0.5
-        self.use_v12 = v12_by_seed if self.options.fetch_v12 is None else self.options.fetch_v12
+        self.fetch_versions = self.options.fetch_versions
+        self.hw_checkpoint_interval_ms = self.rng.choice((100, 1_000, 5_000))
         self.checker = Checker()
         self.controller = ControllerNode(self)
         self.brokers = {b: BrokerNode(self, b) for b in BROKERS}
@@ -723,6 +653,21 @@ class Simulation:
         self.fault: tuple[str, Any, int] | None = None  # (kind, target, ends at ms)
         self.faults_injected = 0
         self.topic_created = False
+
+    def broker_config(self, broker_id: int) -> BrokerConfig:
+        """What rlogd's config gives a broker, scaled to the simulation's time."""
+        return BrokerConfig(
+            broker_id=broker_id,
+            log_config=LOG_CONFIG,
+            min_insync_replicas=2,
+            replica_lag_time_max_ms=LAG_TIME_MAX_MS,
+            replica_fetch_max_bytes=FETCH_MAX_BYTES,
+            replica_fetch_wait_max_ms=FETCH_WAIT_MAX_MS,
+            replica_fetch_backoff_ms=100,
+            replica_socket_timeout_ms=REQUEST_TIMEOUT_MS,
+            log_flush_scheduler_interval_ms=200,
+            high_watermark_checkpoint_interval_ms=self.hw_checkpoint_interval_ms,
+        )
 
     def trace(self, line: str) -> None:
         entry = f"{self.now_ms:>7} {line}"

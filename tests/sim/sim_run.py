@@ -7,7 +7,8 @@
         replays seed K exactly, printing every event as it happens, then its outcome.
 
 Options that match the suite's pinned configuration (see test_sim_replication.py):
-    --fetch-v12 {seed,on,off}   who decides whether followers send Fetch v12 (default: the seed)
+    --fetch-versions {mixed,11,12}  the newest Fetch each broker serves: picked per broker start
+                                from 11 and 12 (mixed, the default), or all 11, or all 12
     --no-visible-hw             do not check that the HW shown to consumers never moves back
 By default everything is checked, so known open bugs show up here as failures.
 """
@@ -34,13 +35,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=SimOptions.steps, help="steps per seed")
     parser.add_argument("--seed", type=int, help="replay this one seed")
     parser.add_argument("--trace", action="store_true", help="with --seed: print every event")
-    parser.add_argument("--fetch-v12", choices=("seed", "on", "off"), default="seed")
+    parser.add_argument("--fetch-versions", choices=("mixed", "11", "12"), default="mixed")
     parser.add_argument("--no-visible-hw", action="store_true")
     parser.add_argument("--tail", type=int, default=25, help="trace lines shown per failure")
     args = parser.parse_args(argv)
-    fetch_v12 = {"seed": None, "on": True, "off": False}[args.fetch_v12]
+    fetch_versions = {"mixed": (11, 12), "11": (11,), "12": (12,)}[args.fetch_versions]
     options = SimOptions(
-        steps=args.steps, fetch_v12=fetch_v12, check_visible_hw=not args.no_visible_hw
+        steps=args.steps, fetch_versions=fetch_versions, check_visible_hw=not args.no_visible_hw
     )
     if args.seed is not None:
         outcome = run_seed(args.seed, options, echo=args.trace)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from rlog.cli.app import main as rlog_main
+from rlog.core.broker import BrokerConfig, BrokerCore
 from rlog.core.metadata.image import MetadataImage
 from rlog.core.metadata.records import (
     NO_LEADER,
@@ -22,8 +23,8 @@ from rlog.core.metadata.records import (
     UnfenceBroker,
 )
 from rlog.core.replication import Truncated
-from rlog.daemon.broker.replica_manager import ReplicaManager
-from rlog.daemon.config import BrokerSettings
+from rlog.core.storage.files import RealFileSystem
+from rlog.daemon.broker.core_driver import BrokerDriver
 from rlog.daemon.controller.record_events import Event, record_events
 from rlog.daemon.events import (
     KINDS,
@@ -266,12 +267,14 @@ def test_rlog_events_errors_are_one_line(tmp_path: Path, capsys) -> None:
 
 
 def test_a_broker_journals_its_truncated_replicas(tmp_path: Path) -> None:
-    manager = ReplicaManager(2, tmp_path / "broker-2", BrokerSettings(), 0)
-    manager.handle_effects([Truncated("t", 0, 7)])  # no journal: nothing written, no error
-    manager.journal = EventJournal(journal_path(tmp_path, "broker-2"), "broker-2")
-    manager.handle_effects([Truncated("t", 0, 5), Truncated("u", 1, 0, full=True)])
-    manager.journal.close()
-    manager.close()
+    core = BrokerCore(BrokerConfig(2), str(tmp_path / "broker-2"), RealFileSystem(), 0)
+    driver = BrokerDriver(core)
+    driver.record_truncation(Truncated("t", 0, 7))  # no journal: nothing written, no error
+    driver.journal = EventJournal(journal_path(tmp_path, "broker-2"), "broker-2")
+    driver.record_truncation(Truncated("t", 0, 5))
+    driver.record_truncation(Truncated("u", 1, 0, full=True))
+    driver.journal.close()
+    driver.close()
     events = read_events(tmp_path)
     assert [(e["kind"], e["topic"], e["partition"], e["offset"]) for e in events] == [
         ("replica_truncated", "t", 0, 5),

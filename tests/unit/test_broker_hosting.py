@@ -1,10 +1,11 @@
-"""The broker's ReplicaManager against metadata images built record by record: which logs it
-opens, keeps and deletes. No processes; real files."""
+"""The broker core's hosted replicas against metadata images built record by record: which logs
+it opens, keeps and deletes. No processes; real files."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from rlog.core.broker import BrokerConfig, BrokerCore, MetadataChanged
 from rlog.core.metadata.image import MetadataImage
 from rlog.core.metadata.records import (
     CreatePartition,
@@ -16,8 +17,7 @@ from rlog.core.metadata.records import (
 )
 from rlog.core.protocol.errors import ErrorCode
 from rlog.core.records import build_batch
-from rlog.daemon.broker.replica_manager import ReplicaManager
-from rlog.daemon.config import BrokerSettings
+from rlog.core.storage.files import RealFileSystem
 
 ME = 1
 
@@ -40,7 +40,15 @@ def topic(name: str, topic_id: str) -> list[MetadataRecord]:
     ]
 
 
-def write_one(manager: ReplicaManager, value: bytes) -> None:
+def open_core(path: Path) -> BrokerCore:
+    return BrokerCore(BrokerConfig(ME), str(path), RealFileSystem(), 0)
+
+
+def apply(core: BrokerCore, image: MetadataImage, *, caught_up: bool) -> None:
+    core.step(MetadataChanged(image, caught_up), 0)
+
+
+def write_one(manager: BrokerCore, value: bytes) -> None:
     replica = manager.replica("t", 0)
     assert replica is not None and replica.is_leader
     outcome = replica.append_as_leader(
@@ -50,39 +58,39 @@ def write_one(manager: ReplicaManager, value: bytes) -> None:
 
 
 def test_a_topic_made_again_while_the_broker_was_away_starts_empty(tmp_path: Path) -> None:
-    first = ReplicaManager(ME, tmp_path, BrokerSettings(), 0)
-    first.apply_metadata(image_of(*topic("t", "a" * 32)), 0, caught_up=True)
+    first = open_core(tmp_path)
+    apply(first, image_of(*topic("t", "a" * 32)), caught_up=True)
     write_one(first, b"old")
     first.close()
 
     # Deleted and created again, same name, new id: the old records must not reappear.
     again = image_of(*topic("t", "a" * 32), DeleteTopic("t"), *topic("t", "b" * 32))
-    second = ReplicaManager(ME, tmp_path, BrokerSettings(), 0)
-    second.apply_metadata(again, 0, caught_up=True)
+    second = open_core(tmp_path)
+    apply(second, again, caught_up=True)
     replica = second.replica("t", 0)
     assert replica is not None and replica.log_end_offset == 0
     second.close()
 
     # The same topic (same id) keeps its records across restarts.
-    third = ReplicaManager(ME, tmp_path, BrokerSettings(), 0)
-    third.apply_metadata(again, 0, caught_up=True)
+    third = open_core(tmp_path)
+    apply(third, again, caught_up=True)
     write_one(third, b"new")
     third.close()
-    fourth = ReplicaManager(ME, tmp_path, BrokerSettings(), 0)
-    fourth.apply_metadata(again, 0, caught_up=True)
+    fourth = open_core(tmp_path)
+    apply(fourth, again, caught_up=True)
     assert fourth.replica("t", 0).log_end_offset == 1  # type: ignore[union-attr]
     fourth.close()
 
 
 def test_logs_of_deleted_or_unassigned_partitions_go_only_once_caught_up(tmp_path: Path) -> None:
-    first = ReplicaManager(ME, tmp_path, BrokerSettings(), 0)
-    first.apply_metadata(image_of(*topic("t", "a" * 32)), 0, caught_up=True)
+    first = open_core(tmp_path)
+    apply(first, image_of(*topic("t", "a" * 32)), caught_up=True)
     write_one(first, b"x")
     first.close()
-    second = ReplicaManager(ME, tmp_path, BrokerSettings(), 0)
+    second = open_core(tmp_path)
     partial = image_of()  # the broker has not read the metadata log to its end yet
-    second.apply_metadata(partial, 0, caught_up=False)
-    assert second.logs.topic_partitions() == [("t", 0)], "kept: the image may be incomplete"
-    second.apply_metadata(partial, 0, caught_up=True)
-    assert second.logs.topic_partitions() == [], "a log no metadata mentions is a stray"
+    apply(second, partial, caught_up=False)
+    assert second.hosted.logs.topic_partitions() == [("t", 0)], "kept: the image may be incomplete"
+    apply(second, partial, caught_up=True)
+    assert second.hosted.logs.topic_partitions() == [], "a log no metadata mentions is a stray"
     second.close()

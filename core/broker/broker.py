@@ -1,0 +1,550 @@
+"""One broker's rules as a sans-IO state machine: the contract the controller's core has too.
+
+    core.step(event, now_ms)  # metadata, a client request, a coordinator's append, an answer
+    core.tick(now_ms)         # produce and fetch deadlines, ISR shrinking, the flush policy
+    ready = core.ready()      # syncs, then peer requests and ISR proposals, then responses
+    core.advance(ready, failed_syncs=...)
+
+It owns the replicas this broker hosts (hosting.py), serves the leader side of Produce and Fetch
+(answers are held while they wait: acks=all for the ISR, a long-polling fetch for data, an
+answer whose batch must first be fsynced under the flush policy), runs the follower side
+(fetch_sessions.py), and turns the replicas' ISR proposals into requests to the controller.
+Durability is only ever a `Sync` in a Ready: a simulated crash loses exactly what was not synced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from itertools import count
+
+from rlog.core import limits
+from rlog.core.broker.config import INTERNAL_TOPICS, BrokerConfig
+from rlog.core.broker.fetch_sessions import FollowerFetching
+from rlog.core.broker.hosting import HostedReplicas
+from rlog.core.broker.messages import (
+    Append,
+    AppendAnswer,
+    Body,
+    ClientRequest,
+    Event,
+    IsrProposal,
+    MetadataChanged,
+    PeerAnswered,
+    ProposalAnswered,
+    Ready,
+    Sync,
+    Token,
+    TopicPartition,
+)
+from rlog.core.broker.produce import ProduceJob, produce_partition_body
+from rlog.core.broker.serving import (
+    CONSUMER_REPLICA_ID,
+    epoch_end_offset,
+    fetch_partition,
+    list_offset,
+    not_hosted_error,
+)
+from rlog.core.broker.traffic import TrafficCounters
+from rlog.core.metadata.image import MetadataImage
+from rlog.core.protocol.apis import ApiKey
+from rlog.core.protocol.errors import ErrorCode
+from rlog.core.replication import (
+    AlterPartitionResponse,
+    CompleteProduce,
+    Effect,
+    HighWatermarkChanged,
+    ProposeIsr,
+    Replica,
+    Truncated,
+)
+from rlog.core.storage.files import FileSlice, FileSystem
+
+
+@dataclass
+class _ParkedFetch:
+    token: Token
+    body: Body
+    replica_id: int
+    deadline_ms: int
+    keys: frozenset[TopicPartition]
+
+
+class BrokerCore:
+    def __init__(self, config: BrokerConfig, data_dir: str, fs: FileSystem, now_ms: int) -> None:
+        self.config = config
+        self.hosted = HostedReplicas(config, data_dir, fs, now_ms)
+        self.image = MetadataImage()
+        self.traffic = TrafficCounters()
+        self.followers = FollowerFetching(config, self._handle, self._appended_as_follower)
+        self._now_ms = now_ms
+        self._out = Ready()
+        self._handed_out: Ready | None = None
+        self._tokens = count()
+        self._acks: dict[tuple[TopicPartition, int], tuple[ProduceJob, int]] = {}
+        self._syncs: dict[TopicPartition, int] = {}  # partition -> offset to sync below
+        self._sync_waiters: dict[TopicPartition, list[tuple[ProduceJob, int]]] = {}
+        self._syncing: dict[TopicPartition, list[tuple[ProduceJob, int]]] = {}
+        self._parked: dict[Token, _ParkedFetch] = {}
+        self._parked_on: dict[TopicPartition, set[Token]] = {}
+        self._woken: set[TopicPartition] = set()
+        self._proposals: dict[Token, tuple[TopicPartition, int]] = {}  # -> (partition, deadline)
+        self._hw_dirty = False
+        self._due_checkpoints: set[str] = set()
+        self._next_flush_ms = now_ms + config.log_flush_scheduler_interval_ms
+        self._next_recovery_checkpoint_ms = now_ms + config.log_flush_offset_checkpoint_interval_ms
+        self._next_hw_checkpoint_ms = now_ms + config.high_watermark_checkpoint_interval_ms
+        self._next_retention_ms = now_ms + config.log_retention_check_interval_ms
+
+    # ---- what the daemon, the CLI and the tests read ----
+
+    def replica(self, topic: str, partition: int) -> Replica | None:
+        return self.hosted.get((topic, partition))
+
+    @property
+    def replicas(self) -> dict[TopicPartition, Replica]:
+        return self.hosted.replicas
+
+    # ---- the contract ----
+
+    def step(self, event: Event, now_ms: int) -> None:
+        assert self._handed_out is None, "step() between ready() and advance()"
+        now_ms = self._observe_clock(now_ms)
+        if isinstance(event, ClientRequest):
+            self._serve(event, now_ms)
+        elif isinstance(event, PeerAnswered):
+            self.followers.on_answer(event.token, event.body, now_ms)
+        elif isinstance(event, Append):
+            job = ProduceJob(event.token, event.acks, api_version=None)
+            position = job.add(event.topic, event.partition)
+            key = (event.topic, event.partition)
+            self._append(job, position, key, event.records, event.acks, event.timeout_ms, now_ms)
+            self._finish_if_done(job)
+        elif isinstance(event, ProposalAnswered):
+            self._on_proposal_answer(event.token, event.response, now_ms)
+        elif isinstance(event, MetadataChanged):
+            self.image = event.image
+            if event.registered:
+                self._apply_metadata(event.image, event.caught_up, now_ms)
+        else:
+            raise AssertionError(f"not a broker event: {event!r}")
+        self._settle(now_ms)
+
+    def tick(self, now_ms: int) -> None:
+        assert self._handed_out is None, "tick() between ready() and advance()"
+        now_ms = self._observe_clock(now_ms)
+        for key, replica in self.hosted:
+            self._handle(key, replica.tick(now_ms))
+        for token, (_key, deadline_ms) in list(self._proposals.items()):
+            if now_ms >= deadline_ms:  # lost request or answer: the replica must hear an error
+                self._on_proposal_answer(
+                    token, AlterPartitionResponse(ErrorCode.REQUEST_TIMED_OUT), now_ms
+                )
+        for parked in [p for p in self._parked.values() if now_ms >= p.deadline_ms]:
+            self._serve_parked(parked, now_ms)
+        self.followers.tick(now_ms)
+        self._periodic_duties(now_ms)
+        self._settle(now_ms)
+
+    def has_ready(self) -> bool:
+        return self._handed_out is None and bool(self._out or self._syncs)
+
+    def ready(self) -> Ready:
+        """Everything queued since the last Ready; `advance` it before asking for another."""
+        assert self._handed_out is None, "ready() again before advance()"
+        ready = self._out
+        ready.syncs = [Sync(topic, index, offset) for (topic, index), offset in self._syncs.items()]
+        self._syncing, self._sync_waiters, self._syncs = self._sync_waiters, {}, {}
+        self._out = Ready()
+        self._handed_out = ready
+        return ready
+
+    def advance(self, ready: Ready, *, failed_syncs: Collection[Sync] = ()) -> None:
+        """`ready` was done: its syncs (but `failed_syncs`) are durable, its messages sent.
+        Answers that waited for a sync go out in the next Ready."""
+        assert ready is self._handed_out, "advance() of a Ready not handed out, or twice"
+        self._handed_out = None
+        failed = {(s.topic, s.partition) for s in failed_syncs}
+        for key, waiters in self._syncing.items():
+            for job, position in waiters:
+                if key in failed:
+                    job.fill(position, AppendAnswer(
+                        ErrorCode.KAFKA_STORAGE_ERROR,
+                        message=f"storage error: the fsync of {key[0]}-{key[1]} failed",
+                        storage_failed=True,
+                    ))  # fmt: skip
+                else:
+                    job.synced(position)
+                self._finish_if_done(job)
+        self._syncing = {}
+        self._settle(self._now_ms)
+
+    # ---- files the caller handles when a Ready says so ----
+
+    def sync(self, sync: Sync) -> None:
+        """Do one of a Ready's syncs (OSError if the disk fails it)."""
+        log = self.hosted.logs.get(sync.topic, sync.partition)
+        if log is not None:
+            log.flush(sync.offset)
+
+    def write_checkpoints(self) -> None:
+        """Write the checkpoint files a Ready asked for (OSError if the disk fails it)."""
+        due, self._due_checkpoints = self._due_checkpoints, set()
+        if "recovery" in due:
+            self.hosted.logs.checkpoint()
+        if "hw" in due:
+            self._hw_dirty = False
+            self.hosted.checkpoint_high_watermarks()
+
+    def close(self) -> None:
+        """Clean shutdown: flush every log, write every checkpoint."""
+        self.hosted.close()
+
+    def take_log_messages(self) -> list[str]:
+        messages, self.hosted.log_messages = self.hosted.log_messages, []
+        return messages
+
+    # ---- metadata ----
+
+    def _apply_metadata(self, image: MetadataImage, caught_up: bool, now_ms: int) -> None:
+        hosted = self.hosted
+        assigned: set[TopicPartition] = set()
+        for key, info in hosted.assigned(image):
+            assigned.add(key)
+            if hosted.replaced(image, key):
+                self._fail_acks_of(key, f"{key[0]}-{key[1]} was deleted")
+            replica = hosted.open_or_update(image, key)
+            if hosted.applied.get(key) == info:
+                continue
+            self._handle(key, replica.apply_partition_state(hosted.partition_state(info), now_ms))
+            hosted.applied[key] = info
+            self._woken.add(key)  # fetches waiting here must see the new role
+        for key in [k for k in hosted.replicas if k not in assigned]:
+            hosted.remove(key, image)
+            self._fail_acks_of(key, f"{key[0]}-{key[1]} was removed")
+            self._woken.add(key)
+        if caught_up:
+            hosted.delete_strays(image)
+        self.followers.regroup(list(hosted.replicas.items()))
+
+    def _fail_acks_of(self, key: TopicPartition, message: str) -> None:
+        for ack_key in [k for k in self._acks if k[0] == key]:
+            job, position = self._acks.pop(ack_key)
+            job.acked(position, ErrorCode.NOT_LEADER_OR_FOLLOWER, message)
+            self._finish_if_done(job)
+
+    # ---- effects of the replicas ----
+
+    def _handle(self, key: TopicPartition, effects: Sequence[Effect]) -> None:
+        for effect in effects:
+            if isinstance(effect, CompleteProduce):
+                waiting = self._acks.pop((key, effect.pending_id), None)
+                if waiting is not None:
+                    job, position = waiting
+                    job.acked(position, effect.error)
+                    self._finish_if_done(job)
+            elif isinstance(effect, HighWatermarkChanged):
+                self._hw_dirty = True
+                self._woken.add(key)
+            elif isinstance(effect, ProposeIsr):
+                token = ("isr", next(self._tokens))
+                deadline_ms = self._now_ms + self.config.replica_socket_timeout_ms
+                self._proposals[token] = (key, deadline_ms)
+                self._out.proposals.append(IsrProposal(token, effect))
+            elif isinstance(effect, Truncated):
+                self._out.truncations.append(effect)
+                self._hw_dirty = True
+                self._woken.add(key)
+
+    def _on_proposal_answer(
+        self, token: Token, response: AlterPartitionResponse, now_ms: int
+    ) -> None:
+        found = self._proposals.pop(token, None)
+        if found is None:
+            return  # late: it timed out already and the replica heard an error
+        key = found[0]
+        replica = self.hosted.get(key)
+        if replica is not None:
+            self._handle(key, replica.on_alter_partition_response(response, now_ms))
+
+    def _appended_as_follower(self, key: TopicPartition) -> None:
+        replica = self.hosted.get(key)
+        if replica is not None and replica.log.flush_due(self._now_ms):
+            self._syncs[key] = replica.log_end_offset
+        self._woken.add(key)
+
+    # ---- requests ----
+
+    def _serve(self, request: ClientRequest, now_ms: int) -> None:
+        api_key = request.api_key
+        if api_key == ApiKey.PRODUCE:
+            self._produce(request, now_ms)
+        elif api_key == ApiKey.FETCH:
+            self._fetch(request, now_ms)
+        elif api_key == ApiKey.LIST_OFFSETS:
+            self._respond(request.token, self._list_offsets(request.body))
+        elif api_key == ApiKey.OFFSET_FOR_LEADER_EPOCH:
+            self._respond(request.token, self._epoch_end_offsets(request.body))
+        else:
+            raise AssertionError(f"the broker core does not serve API {api_key}")
+
+    def _respond(self, token: Token, body: Body | AppendAnswer | None) -> None:
+        self._out.responses.append((token, body))
+
+    # ---- produce ----
+
+    def _produce(self, request: ClientRequest, now_ms: int) -> None:
+        body = request.body
+        acks = body["acks"]
+        job = ProduceJob(request.token, acks, api_version=request.api_version)
+        for topic in body["topic_data"]:
+            name = topic["name"]
+            for data in topic["partition_data"]:
+                position = job.add(name, data["index"])
+                key = (name, data["index"])
+                if acks not in (0, 1, -1):
+                    job.fill(position, AppendAnswer(ErrorCode.INVALID_REQUIRED_ACKS))
+                elif name in INTERNAL_TOPICS:  # only its coordinators write there, as in Kafka
+                    job.fill(position, AppendAnswer(
+                        ErrorCode.INVALID_TOPIC_EXCEPTION,
+                        message=f"Cannot append to internal topic {name}",
+                    ))  # fmt: skip
+                else:
+                    records = data["records"]
+                    timeout_ms = body["timeout_ms"]
+                    self._append(job, position, key, records, acks, timeout_ms, now_ms)
+        self._finish_if_done(job)
+
+    def _append(
+        self,
+        job: ProduceJob,
+        position: int,
+        key: TopicPartition,
+        records: bytes | None,
+        acks: int,
+        timeout_ms: int,
+        now_ms: int,
+    ) -> None:
+        replica = self.hosted.get(key)
+        if replica is None:
+            job.fill(position, AppendAnswer(not_hosted_error(self.image, *key)))
+            return
+        end_before = replica.log_end_offset
+        try:
+            outcome = replica.append_as_leader(
+                records, acks, now_ms, required_acks_timeout_ms=max(0, timeout_ms)
+            )
+        except OSError as error:
+            job.fill(position, AppendAnswer(
+                ErrorCode.KAFKA_STORAGE_ERROR,
+                message=f"storage error: {error}",
+                storage_failed=True,
+            ))  # fmt: skip
+            return
+        result = outcome.result
+        if result.error != ErrorCode.NONE:
+            self._handle(key, outcome.effects)
+            job.fill(position, AppendAnswer(
+                result.error, log_start_offset=result.log_start_offset, message=result.error_message
+            ))  # fmt: skip
+            return
+        offsets = replica.log_end_offset - end_before
+        if offsets and job.api_version is not None:  # a client's records, not a coordinator's
+            self.traffic.produced(offsets, len(records or b""))
+        answer = AppendAnswer(
+            ErrorCode.NONE,
+            result.base_offset,
+            result.log_append_time_ms,
+            result.log_start_offset,
+            offsets=offsets,
+        )
+        # Also for an idempotent retry (no offsets taken): its batch may be unsynced yet.
+        needs_sync = replica.log.flush_due(now_ms)
+        job.appended(
+            position, answer, waits_for_ack=outcome.pending is not None, waits_for_sync=needs_sync
+        )
+        if outcome.pending is not None:
+            self._acks[(key, outcome.pending.pending_id)] = (job, position)
+        if needs_sync:
+            self._syncs[key] = replica.log_end_offset
+            self._sync_waiters.setdefault(key, []).append((job, position))
+        self._woken.add(key)  # followers waiting for new records
+        self._handle(key, outcome.effects)
+
+    def _finish_if_done(self, job: ProduceJob) -> None:
+        if not job.done or job.answered:
+            return
+        job.answered = True
+        if job.api_version is None:  # an Append: one partition, its answer as it is
+            self._respond(job.token, job.answers[0])
+            return
+        if job.acks == 0:
+            self._respond(job.token, None)  # acks=0: the client expects no answer at all
+            return
+        responses: list[Body] = []
+        for (name, index), answer in zip(job.partitions, job.answers, strict=True):
+            if not responses or responses[-1]["name"] != name:
+                responses.append({"name": name, "partition_responses": []})
+            assert answer is not None
+            body = produce_partition_body(index, answer, job.api_version)
+            responses[-1]["partition_responses"].append(body)
+        self._respond(job.token, {"responses": responses, "throttle_time_ms": 0})
+
+    # ---- fetch ----
+
+    def _fetch(self, request: ClientRequest, now_ms: int) -> None:
+        body = request.body
+        max_wait_ms = max(0, min(body["max_wait_ms"], limits.FETCH_MAX_WAIT_MS_MAX))
+        keys = frozenset(
+            (t["topic"], p["partition"]) for t in body["topics"] for p in t["partitions"]
+        )
+        parked = _ParkedFetch(
+            request.token,
+            body,
+            body.get("replica_id", CONSUMER_REPLICA_ID),
+            now_ms + max_wait_ms,
+            keys,
+        )
+        self._serve_parked(parked, now_ms)
+
+    def _serve_parked(self, parked: _ParkedFetch, now_ms: int) -> None:
+        """Answer the fetch if it has enough bytes, an error or no more time; else park it
+        until one of its partitions changes or its deadline passes."""
+        responses, total_bytes, has_error = self._fetch_once(parked.body, parked.replica_id)
+        final = (
+            total_bytes >= parked.body["min_bytes"]
+            or has_error
+            or now_ms >= parked.deadline_ms
+            or not parked.keys
+            or (len(self._parked) >= limits.FETCH_WAITING_MAX and parked.token not in self._parked)
+        )
+        if not final:
+            if parked.token not in self._parked:
+                self._parked[parked.token] = parked
+                for key in parked.keys:
+                    self._parked_on.setdefault(key, set()).add(parked.token)
+            return
+        self._unpark(parked)
+        if parked.replica_id == CONSUMER_REPLICA_ID:
+            self._count_fetched(parked.body, responses)
+        self._respond(
+            parked.token,
+            {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0,
+             "responses": responses},
+        )  # fmt: skip
+
+    def _unpark(self, parked: _ParkedFetch) -> None:
+        if self._parked.pop(parked.token, None) is None:
+            return
+        for key in parked.keys:
+            tokens = self._parked_on.get(key)
+            if tokens is not None:
+                tokens.discard(parked.token)
+                if not tokens:
+                    del self._parked_on[key]
+
+    def _fetch_once(self, body: Body, replica_id: int) -> tuple[list[Body], int, bool]:
+        budget = body.get("max_bytes", 2**31 - 1)
+        total_bytes = 0
+        has_error = False
+        responses = []
+        for topic in body["topics"]:
+            name = topic["topic"]
+            partitions = []
+            for request in topic["partitions"]:
+                key = (name, request["partition"])
+                max_bytes = max(0, min(request["partition_max_bytes"], budget - total_bytes))
+                answer, effects = fetch_partition(
+                    self.hosted.get(key),
+                    self.image,
+                    name,
+                    request,
+                    replica_id,
+                    max_bytes,
+                    self._now_ms,
+                    min_one_batch=total_bytes == 0,
+                )
+                self._handle(key, effects)
+                records = answer["records"]
+                total_bytes += len(records) if isinstance(records, bytes) else records.size
+                has_error |= answer["error_code"] != ErrorCode.NONE
+                if "diverging_epoch" in answer:
+                    total_bytes += 1  # a divergence is news the follower needs at once
+                partitions.append(answer)
+            responses.append({"topic": name, "partitions": partitions})
+        return responses, total_bytes, has_error
+
+    def _count_fetched(self, body: Body, responses: list[Body]) -> None:
+        for topic, answer in zip(body["topics"], responses, strict=True):
+            for request, partition in zip(topic["partitions"], answer["partitions"], strict=True):
+                records = partition["records"]
+                if isinstance(records, FileSlice):
+                    self.traffic.fetched(request["fetch_offset"], records.next_offset, records.size)
+
+    # ---- ListOffsets, OffsetForLeaderEpoch ----
+
+    def _list_offsets(self, body: Body) -> Body:
+        replica_id = body.get("replica_id", CONSUMER_REPLICA_ID)
+        topics = []
+        for topic in body["topics"]:
+            name = topic["name"]
+            partitions = [
+                list_offset(self.hosted.get((name, p["partition_index"])), self.image, name, p,
+                            replica_id)
+                for p in topic["partitions"]
+            ]  # fmt: skip
+            topics.append({"name": name, "partitions": partitions})
+        return {"throttle_time_ms": 0, "topics": topics}
+
+    def _epoch_end_offsets(self, body: Body) -> Body:
+        topics = []
+        for topic in body["topics"]:
+            name = topic["topic"]
+            partitions = [
+                epoch_end_offset(self.hosted.get((name, p["partition"])), self.image, name, p)
+                for p in topic["partitions"]
+            ]
+            topics.append({"topic": name, "partitions": partitions})
+        return {"throttle_time_ms": 0, "topics": topics}
+
+    # ---- time ----
+
+    def _observe_clock(self, now_ms: int) -> int:
+        """The time the rules use: wall-clock time may step back (NTP), the rules' never does."""
+        self._now_ms = max(self._now_ms, now_ms)
+        return self._now_ms
+
+    def _periodic_duties(self, now_ms: int) -> None:
+        config = self.config
+        if now_ms >= self._next_flush_ms:  # the flush scheduler: flush.ms and rolled segments
+            self._next_flush_ms = now_ms + config.log_flush_scheduler_interval_ms
+            for key, replica in self.hosted:
+                log = replica.log
+                if log.flush_due(now_ms) or log.has_unflushed_sealed_segments:
+                    self._syncs[key] = max(self._syncs.get(key, 0), log.log_end_offset)
+        if now_ms >= self._next_recovery_checkpoint_ms:
+            self._next_recovery_checkpoint_ms = (
+                now_ms + config.log_flush_offset_checkpoint_interval_ms
+            )
+            self._due_checkpoints.add("recovery")
+        if now_ms >= self._next_hw_checkpoint_ms:
+            self._next_hw_checkpoint_ms = now_ms + config.high_watermark_checkpoint_interval_ms
+            if self._hw_dirty:
+                self._due_checkpoints.add("hw")
+        if now_ms >= self._next_retention_ms:
+            self._next_retention_ms = now_ms + config.log_retention_check_interval_ms
+            for _key, replica in self.hosted:  # only below the HW, as Kafka
+                replica.log.delete_retained_segments(now_ms, replica.high_watermark)
+        self._out.checkpoints = bool(self._due_checkpoints)
+
+    def _settle(self, now_ms: int) -> None:
+        """After any change: answer parked fetches whose partitions changed, then let idle
+        follower sessions send their next request."""
+        while self._woken:
+            woken, self._woken = self._woken, set()
+            tokens = set().union(*(self._parked_on.get(key, ()) for key in woken))
+            for token in sorted(tokens, key=str):
+                parked = self._parked.get(token)
+                if parked is not None:
+                    self._serve_parked(parked, now_ms)
+        self.followers.plan(now_ms, self._out.peer_requests)

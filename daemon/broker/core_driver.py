@@ -1,0 +1,180 @@
+"""The broker process's side of the broker core: every rule is in `BrokerCore`; this module
+steps it with what arrives (client requests, metadata, peers' and the controller's answers, the
+clock) and does what each Ready says, in order: fsync, then send, then answer.
+
+Client requests the core serves wait on a future its answer resolves. Requests to peers and
+the controller run as tasks whose answers are stepped back in; a failed one is stepped back as
+failed, so the core never waits forever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from itertools import count
+from typing import Any
+
+from rlog.core.broker import (
+    Append,
+    AppendAnswer,
+    Body,
+    BrokerCore,
+    ClientRequest,
+    Event,
+    PeerAnswered,
+    PeerRequest,
+    ProposalAnswered,
+    Ready,
+    Sync,
+)
+from rlog.core.protocol.apis import ApiKey
+from rlog.core.replication import AlterPartitionResponse, ProposeIsr, Truncated
+from rlog.daemon.events import EventJournal
+
+log = logging.getLogger(__name__)
+
+# Sends a leader's ISR proposal to the controller and returns its answer (an error if lost).
+AlterPartitionSender = Callable[[ProposeIsr], Awaitable[AlterPartitionResponse]]
+# Sends a replica's request to a peer broker; returns its answer, or None if it failed.
+PeerSender = Callable[[PeerRequest], Awaitable[Body | None]]
+
+
+def now_ms() -> int:
+    """Wall-clock ms: segment ages and record timestamps use it, as Kafka does."""
+    return time.time_ns() // 1_000_000
+
+
+class BrokerDriver:
+    def __init__(self, core: BrokerCore, journal: EventJournal | None = None) -> None:
+        self.core = core
+        self.journal = journal  # replica events (truncations), if main gives a journal
+        self._alter_partition: AlterPartitionSender | None = None
+        self._send_to_peer: PeerSender | None = None
+        self._waiting: dict[Any, asyncio.Future[Any]] = {}
+        self._tokens = count()
+        self._background: set[asyncio.Task[None]] = set()
+
+    def connect(self, alter_partition: AlterPartitionSender, send_to_peer: PeerSender) -> None:
+        self._alter_partition = alter_partition
+        self._send_to_peer = send_to_peer
+
+    # ---- inputs ----
+
+    def step(self, event: Event) -> None:
+        self.core.step(event, now_ms())
+        self._drain()
+
+    def tick(self) -> None:
+        self.core.tick(now_ms())
+        self._drain()
+
+    async def request(self, api_key: ApiKey, api_version: int, body: Body) -> Body | None:
+        """A client's Produce, Fetch, ListOffsets or OffsetForLeaderEpoch, as the core answers
+        it (None: acks=0, no answer)."""
+        token = ("client", next(self._tokens))
+        future = self._expect(token)
+        self.step(ClientRequest(token, api_key, api_version, body))
+        return await future
+
+    async def append(
+        self, topic: str, partition: int, records: bytes, acks: int, timeout_ms: int
+    ) -> AppendAnswer:
+        """Append one batch as the partition's leader (the group coordinator's writes)."""
+        token = ("append", next(self._tokens))
+        future = self._expect(token)
+        self.step(Append(token, topic, partition, records, acks, timeout_ms))
+        return await future
+
+    def _expect(self, token: Any) -> asyncio.Future[Any]:
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._waiting[token] = future
+        return future
+
+    # ---- outputs ----
+
+    def _drain(self) -> None:
+        core = self.core
+        while core.has_ready():
+            ready = core.ready()
+            failed = self._sync(ready)
+            for request in ready.peer_requests:
+                self._spawn(self._ask_peer(request))
+            for proposal in ready.proposals:
+                self._spawn(self._propose(proposal.token, proposal.proposal))
+            for token, answer in ready.responses:
+                future = self._waiting.pop(token, None)
+                if future is not None and not future.done():
+                    future.set_result(answer)
+            if ready.checkpoints:
+                try:
+                    core.write_checkpoints()
+                except OSError as error:
+                    log.error("writing checkpoints failed: %s", error)
+            for truncated in ready.truncations:
+                self.record_truncation(truncated)
+            core.advance(ready, failed_syncs=failed)
+            for message in core.take_log_messages():
+                log.info("%s", message)
+
+    def _sync(self, ready: Ready) -> list[Sync]:
+        failed = []
+        for sync in ready.syncs:
+            try:
+                self.core.sync(sync)
+            except OSError as error:
+                log.error("fsync of %s-%d failed: %s", sync.topic, sync.partition, error)
+                failed.append(sync)
+        return failed
+
+    async def _ask_peer(self, request: PeerRequest) -> None:
+        sender = self._send_to_peer
+        assert sender is not None, "connect() first"
+        answer = await sender(request)
+        self.step(PeerAnswered(request.token, answer))
+
+    async def _propose(self, token: Any, proposal: ProposeIsr) -> None:
+        sender = self._alter_partition
+        assert sender is not None, "connect() first"
+        log.info(
+            "proposing ISR %s for %s-%d (leader epoch %d, partition epoch %d)",
+            list(proposal.new_isr),
+            proposal.topic,
+            proposal.partition,
+            proposal.leader_epoch,
+            proposal.partition_epoch,
+        )
+        answer = await sender(proposal)
+        self.step(ProposalAnswered(token, answer))
+
+    def record_truncation(self, effect: Truncated) -> None:
+        whole = " (whole log: behind the leader's log start)" if effect.full else ""
+        log.info(
+            "truncated %s-%d to offset %d%s", effect.topic, effect.partition, effect.offset, whole
+        )
+        if self.journal is not None:
+            self.journal.record(
+                "replica_truncated",
+                f"broker {self.core.config.broker_id} truncated {effect.topic}-{effect.partition} "
+                f"to offset {effect.offset}" + (" (whole log)" if effect.full else ""),
+                topic=effect.topic,
+                partition=effect.partition,
+                offset=effect.offset,
+                broker=self.core.config.broker_id,
+                full=effect.full,
+            )
+
+    def _spawn(self, coroutine: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def close(self) -> None:
+        """Clean shutdown: flush every log and write checkpoints, so start-up re-reads nothing."""
+        for task in self._background:
+            task.cancel()
+        for future in self._waiting.values():
+            if not future.done():
+                future.cancel()
+        self.core.close()

@@ -1,0 +1,66 @@
+"""Connections to the other brokers, for the core's follower requests (ApiVersions, Fetch,
+OffsetForLeaderEpoch, ListOffsets): one connection per peer, found in the metadata image,
+reopened after a failure. Chaos rules (network partitions, delays) apply per peer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from rlog.core.broker import Body, PeerRequest
+from rlog.core.metadata.image import MetadataImage
+from rlog.core.protocol.apis import ApiKey
+from rlog.daemon.broker.faults import Faults
+from rlog.daemon.wire import KafkaClient, WireError
+
+log = logging.getLogger(__name__)
+
+
+class PeerLinks:
+    def __init__(
+        self, broker_id: int, image: Callable[[], MetadataImage], faults: Faults | None = None
+    ) -> None:
+        self.broker_id = broker_id
+        self._image = image
+        self._faults = faults
+        self._clients: dict[int, KafkaClient] = {}
+
+    async def send(self, request: PeerRequest) -> Body | None:
+        """The peer's answer, or None if it could not be had in time."""
+        client = self._client(request.broker_id)
+        if client is None:
+            return None
+        try:
+            return await client.request(
+                ApiKey(request.api_key),
+                request.api_version,
+                request.body,
+                timeout_s=request.timeout_ms / 1000,
+            )
+        except WireError as error:
+            log.warning(
+                "%s to broker %d: %s", ApiKey(request.api_key).name, request.broker_id, error
+            )
+            client.close()  # the next request opens a fresh connection
+            return None
+
+    def _client(self, peer_id: int) -> KafkaClient | None:
+        broker = self._image().brokers.get(peer_id)
+        if broker is None:
+            return None
+        client = self._clients.get(peer_id)
+        if client is not None and (client.host, client.port) == (broker.host, broker.port):
+            return client
+        if client is not None:
+            client.close()
+        gate = self._faults.gate(f"broker-{peer_id}") if self._faults is not None else None
+        client = KafkaClient(
+            broker.host, broker.port, client_id=f"broker-{self.broker_id}-fetcher", gate=gate
+        )
+        self._clients[peer_id] = client
+        return client
+
+    def close(self) -> None:
+        for client in self._clients.values():
+            client.close()

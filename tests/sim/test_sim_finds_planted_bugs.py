@@ -1,0 +1,77 @@
+"""The simulator runs the broker code that ships: a bug planted in core/broker is found within
+the suite's seeds. If these pass with the plant in place, the simulator tests a copy, not the
+product (or its invariants have gone blind)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+from sim_cluster import Outcome, SimOptions, run_seed
+
+from rlog.core.broker import fetch_sessions
+from rlog.core.broker.messages import Body
+from rlog.core.broker.produce import ProduceJob
+from rlog.core.replication import TruncationPlan
+
+SUITE_SEEDS = 600  # the sweep in test_sim_replication.py
+
+
+def first_failure(options: SimOptions | None = None) -> Outcome | None:
+    for seed in range(SUITE_SEEDS):
+        outcome = run_seed(seed, options)
+        if not outcome.ok:
+            return outcome
+    return None
+
+
+def test_acks_all_answered_before_the_isr_has_the_batch_is_found(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Planted: the leader answers acks=all as soon as its own log has the batch."""
+    appended = ProduceJob.appended
+
+    def without_waiting_for_the_isr(
+        self: ProduceJob,
+        position: int,
+        answer: object,
+        *,
+        waits_for_ack: bool,
+        waits_for_sync: bool,
+    ) -> None:
+        appended(self, position, answer, waits_for_ack=False, waits_for_sync=waits_for_sync)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ProduceJob, "appended", without_waiting_for_the_isr)
+    found = first_failure()
+    assert found is not None, "the planted bug went unnoticed"
+    assert found.invariant == "I1-acked-in-leader", found.detail
+
+
+def test_a_follower_that_never_truncates_its_divergent_tail_is_found(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Planted: a follower takes every OffsetForLeaderEpoch answer as 'your log agrees'."""
+
+    def trusting(
+        self: fetch_sessions.FollowerFetching,
+        session: object,
+        sent: fetch_sessions._Sent,
+        body: Body,
+        now_ms: int,
+    ) -> None:
+        for key, _found in self._answers(body, "topics", "topic", "partition"):
+            plan = sent.plans.get(key)
+            replica = self._replica(session, key)  # type: ignore[arg-type]
+            if replica is None or not isinstance(plan, TruncationPlan):
+                continue
+            latest = replica.epochs.latest_epoch
+            effects: Sequence[object] = replica.on_epoch_end_offset(
+                latest, replica.log_end_offset, leader_epoch=plan.current_leader_epoch
+            )
+            self._on_effects(key, effects)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(fetch_sessions.FollowerFetching, "_on_epoch_end_offsets", trusting)
+    # Fetch v11 only: with v12 a DivergingEpoch answer would still truncate the follower.
+    found = first_failure(SimOptions(fetch_versions=(11,)))
+    assert found is not None, "the planted bug went unnoticed"
+    assert found.invariant.startswith("I10"), found.detail

@@ -14,13 +14,14 @@ Durability is only ever a `Sync` in a Ready: a simulated crash loses exactly wha
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from itertools import count
 
 from rlog.core import limits
-from rlog.core.broker.config import INTERNAL_TOPICS, BrokerConfig
+from rlog.core.broker.config import INTERNAL_TOPICS, OFFSETS_TOPIC, BrokerConfig
 from rlog.core.broker.fetch_sessions import FollowerFetching
+from rlog.core.broker.group_hosting import GROUP_APIS, WRITE_TIMEOUT_MS, GroupHosting, Loaded
 from rlog.core.broker.hosting import HostedReplicas
 from rlog.core.broker.messages import (
     Append,
@@ -71,12 +72,28 @@ class _ParkedFetch:
 
 
 class BrokerCore:
-    def __init__(self, config: BrokerConfig, data_dir: str, fs: FileSystem, now_ms: int) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        data_dir: str,
+        fs: FileSystem,
+        now_ms: int,
+        *,
+        new_member_id: Callable[[str], str] | None = None,
+    ) -> None:
+        """`new_member_id`: a group member id for a client id; unique across restarts and
+        brokers (the daemon's are Kafka's `client-id-UUID`). The default counts, for tests."""
         self.config = config
         self.hosted = HostedReplicas(config, data_dir, fs, now_ms)
         self.image = MetadataImage()
         self.traffic = TrafficCounters()
         self.followers = FollowerFetching(config, self._handle, self._appended_as_follower)
+        self.groups = GroupHosting(
+            config.groups,
+            new_member_id or _counting_member_ids(config.broker_id),
+            self._group_write,
+            self._respond,
+        )
         self._now_ms = now_ms
         self._out = Ready()
         self._handed_out: Ready | None = None
@@ -110,7 +127,18 @@ class BrokerCore:
     def step(self, event: Event, now_ms: int) -> None:
         assert self._handed_out is None, "step() between ready() and advance()"
         now_ms = self._observe_clock(now_ms)
-        if isinstance(event, ClientRequest):
+        if isinstance(event, ClientRequest) and event.api_key in GROUP_APIS:
+            self.groups.serve(
+                event.token,
+                event.api_key,
+                event.api_version,
+                event.body,
+                event.client_id,
+                event.client_host,
+                self.image,
+                now_ms,
+            )
+        elif isinstance(event, ClientRequest):
             self._serve(event, now_ms)
         elif isinstance(event, PeerAnswered):
             self.followers.on_answer(event.token, event.body, now_ms)
@@ -143,6 +171,7 @@ class BrokerCore:
         for parked in [p for p in self._parked.values() if now_ms >= p.deadline_ms]:
             self._serve_parked(parked, now_ms)
         self.followers.tick(now_ms)
+        self.groups.tick(now_ms)
         self._periodic_duties(now_ms)
         self._settle(now_ms)
 
@@ -200,10 +229,6 @@ class BrokerCore:
         """Clean shutdown: flush every log, write every checkpoint."""
         self.hosted.close()
 
-    def take_log_messages(self) -> list[str]:
-        messages, self.hosted.log_messages = self.hosted.log_messages, []
-        return messages
-
     # ---- metadata ----
 
     def _apply_metadata(self, image: MetadataImage, caught_up: bool, now_ms: int) -> None:
@@ -226,6 +251,8 @@ class BrokerCore:
         if caught_up:
             hosted.delete_strays(image)
         self.followers.regroup(list(hosted.replicas.items()))
+        # Leadership of __consumer_offsets partitions decides which groups this broker serves.
+        self.groups.on_metadata(image, lambda p: hosted.get((OFFSETS_TOPIC, p)), now_ms)
 
     def _fail_acks_of(self, key: TopicPartition, message: str) -> None:
         for ack_key in [k for k in self._acks if k[0] == key]:
@@ -371,10 +398,25 @@ class BrokerCore:
         self._woken.add(key)  # followers waiting for new records
         self._handle(key, outcome.effects)
 
+    def _group_write(
+        self, partition: int, batch: bytes, on_done: Callable[[AppendAnswer], None]
+    ) -> None:
+        """The group coordinator's write: acks=all to its offsets partition, here."""
+        job = ProduceJob(None, -1, api_version=None, on_done=on_done)
+        position = job.add(OFFSETS_TOPIC, partition)
+        key = (OFFSETS_TOPIC, partition)
+        self._append(job, position, key, batch, -1, WRITE_TIMEOUT_MS, self._now_ms)
+        self._finish_if_done(job)
+
     def _finish_if_done(self, job: ProduceJob) -> None:
         if not job.done or job.answered:
             return
         job.answered = True
+        if job.on_done is not None:
+            answer = job.answers[0]
+            assert answer is not None
+            job.on_done(answer)
+            return
         if job.api_version is None:  # an Append: one partition, its answer as it is
             self._respond(job.token, job.answers[0])
             return
@@ -512,6 +554,7 @@ class BrokerCore:
     def _observe_clock(self, now_ms: int) -> int:
         """The time the rules use: wall-clock time may step back (NTP), the rules' never does."""
         self._now_ms = max(self._now_ms, now_ms)
+        self.groups.observe_clock(self._now_ms)
         return self._now_ms
 
     def _periodic_duties(self, now_ms: int) -> None:
@@ -548,3 +591,28 @@ class BrokerCore:
                 if parked is not None:
                     self._serve_parked(parked, now_ms)
         self.followers.plan(now_ms, self._out.peer_requests)
+        out = self._out
+        out.group_events += self.groups.events
+        self.groups.events = []
+        out.log_messages += self.hosted.log_messages
+        self.hosted.log_messages = []
+        for loaded in self.groups.loaded:
+            out.log_messages.append(_describe_load(loaded))
+        self.groups.loaded = []
+
+
+def _counting_member_ids(broker_id: int) -> Callable[[str], str]:
+    numbers = count(1)
+    return lambda client_id: f"{client_id}-{broker_id}-{next(numbers)}"
+
+
+def _describe_load(loaded: Loaded | int) -> str:
+    if isinstance(loaded, int):
+        return f"no longer coordinator for {OFFSETS_TOPIC}-{loaded}"
+    summary = loaded.summary
+    corrupt = summary.corrupt_records
+    return (
+        f"coordinator for {OFFSETS_TOPIC}-{loaded.partition} (leader epoch "
+        f"{loaded.leader_epoch}): loaded {summary.groups} groups, {summary.offsets} offsets"
+        + (f", skipped {corrupt} corrupt records" if corrupt else "")
+    )

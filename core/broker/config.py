@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rlog.core.groups import GroupConfig
 from rlog.core.metadata.image import MetadataImage
 from rlog.core.replication import ReplicaConfig
 from rlog.core.storage.config import LOG_CONFIG_NAMES, LogConfig
@@ -37,6 +38,9 @@ class BrokerConfig:
     # Kafka's replica.high.watermark.checkpoint.interval.ms
     high_watermark_checkpoint_interval_ms: int = 5_000
     log_retention_check_interval_ms: int = 300_000
+    # The group coordinator's settings; offsets_partitions is offsets.topic.num.partitions,
+    # used until __consumer_offsets exists (then its partition count rules).
+    groups: GroupConfig = field(default_factory=lambda: GroupConfig(offsets_partitions=16))
 
     def __post_init__(self) -> None:
         for name in (

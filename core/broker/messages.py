@@ -16,6 +16,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlog.core.groups import GroupEvent
 from rlog.core.metadata.image import MetadataImage
 from rlog.core.protocol.errors import ErrorCode
 from rlog.core.replication import AlterPartitionResponse, ProposeIsr, Truncated
@@ -42,12 +43,15 @@ class MetadataChanged:
 
 @dataclass(frozen=True, slots=True)
 class ClientRequest:
-    """A request the core serves, decoded: answered with a response body (None for acks=0)."""
+    """A request the core serves, decoded: answered with a response body (None for acks=0).
+    Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, and the group coordinator's APIs."""
 
     token: Token
     api_key: int
     api_version: int
     body: Body
+    client_id: str = ""
+    client_host: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +135,8 @@ class AppendAnswer:
 class Ready:
     """What the caller must do, in order: `syncs`, then `peer_requests` and `proposals`, then
     `responses`; `checkpoints` (the HW and recovery-point files) whenever convenient before the
-    next Ready. `truncations` are for people (logs, the event journal)."""
+    next Ready. `truncations`, `group_events` and `log_messages` are for people (the broker's
+    log, the event journal)."""
 
     syncs: list[Sync] = field(default_factory=list)
     peer_requests: list[PeerRequest] = field(default_factory=list)
@@ -139,6 +144,8 @@ class Ready:
     responses: list[tuple[Token, Body | AppendAnswer | None]] = field(default_factory=list)
     checkpoints: bool = False
     truncations: list[Truncated] = field(default_factory=list)
+    group_events: list[GroupEvent] = field(default_factory=list)
+    log_messages: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(
@@ -148,4 +155,6 @@ class Ready:
             or self.responses
             or self.checkpoints
             or self.truncations
+            or self.group_events
+            or self.log_messages
         )

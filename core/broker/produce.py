@@ -4,6 +4,7 @@ once or once its batch is synced (flush policy) and acknowledged by the ISR (ack
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from rlog.core.broker.messages import AppendAnswer, Body, Token, TopicPartition
@@ -27,7 +28,9 @@ class _Slot:
 class ProduceJob:
     token: Token
     acks: int
-    api_version: int | None  # None: a coordinator's Append, answered with its AppendAnswer
+    api_version: int | None  # None: an Append, answered with its AppendAnswer
+    # The group coordinator's own writes: called with the answer instead of answering a token.
+    on_done: Callable[[AppendAnswer], None] | None = None
     partitions: list[TopicPartition] = field(default_factory=list)
     _slots: list[_Slot] = field(default_factory=list)
     answered: bool = False

@@ -29,6 +29,7 @@ from rlog.core.broker import (
     Ready,
     Sync,
 )
+from rlog.core.groups import GroupEvent
 from rlog.core.protocol.apis import ApiKey
 from rlog.core.replication import AlterPartitionResponse, ProposeIsr, Truncated
 from rlog.daemon.events import EventJournal
@@ -70,13 +71,22 @@ class BrokerDriver:
         self.core.tick(now_ms())
         self._drain()
 
-    async def request(self, api_key: ApiKey, api_version: int, body: Body) -> Body | None:
-        """A client's Produce, Fetch, ListOffsets or OffsetForLeaderEpoch, as the core answers
-        it (None: acks=0, no answer)."""
+    async def request(
+        self,
+        api_key: ApiKey,
+        api_version: int,
+        body: Body,
+        client_id: str | None = None,
+        client_host: str = "",
+    ) -> Body | None:
+        """A client's request the core serves, as the core answers it (None: acks=0)."""
         token = ("client", next(self._tokens))
         future = self._expect(token)
-        self.step(ClientRequest(token, api_key, api_version, body))
-        return await future
+        self.step(ClientRequest(token, api_key, api_version, body, client_id or "", client_host))
+        try:
+            return await future
+        finally:
+            self._waiting.pop(token, None)
 
     async def append(
         self, topic: str, partition: int, records: bytes, acks: int, timeout_ms: int
@@ -114,9 +124,11 @@ class BrokerDriver:
                     log.error("writing checkpoints failed: %s", error)
             for truncated in ready.truncations:
                 self.record_truncation(truncated)
-            core.advance(ready, failed_syncs=failed)
-            for message in core.take_log_messages():
+            for event in ready.group_events:
+                self.record_group_event(event)
+            for message in ready.log_messages:
                 log.info("%s", message)
+            core.advance(ready, failed_syncs=failed)
 
     def _sync(self, ready: Ready) -> list[Sync]:
         failed = []
@@ -163,6 +175,17 @@ class BrokerDriver:
                 offset=effect.offset,
                 broker=self.core.config.broker_id,
                 full=effect.full,
+            )
+
+    def record_group_event(self, event: GroupEvent) -> None:
+        log.info("%s", event.message)
+        if self.journal is not None:
+            self.journal.record(
+                event.kind,
+                event.message,
+                group=event.group_id,
+                generation=event.generation,
+                broker=self.core.config.broker_id,
             )
 
     def _spawn(self, coroutine: Awaitable[None]) -> None:

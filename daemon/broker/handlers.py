@@ -22,9 +22,9 @@ from rlog.core.protocol.connection import Request
 from rlog.core.protocol.errors import ErrorCode
 from rlog.daemon.broker.controller_link import ControllerLink
 from rlog.daemon.broker.core_driver import BrokerDriver
-from rlog.daemon.broker.group_handlers import GroupHandlers
 from rlog.daemon.broker.groups import GroupService
 from rlog.daemon.broker.producer_ids import ProducerIdAllocator
+from rlog.daemon.broker.server import CLIENT_HOST
 from rlog.daemon.config import BrokerSettings
 from rlog.daemon.error_answers import error_answer
 from rlog.daemon.wire import WireError
@@ -67,7 +67,7 @@ class Handlers:
         self.link = link
         self.settings = settings
         self.producer_ids = producer_ids
-        group_apis = GroupHandlers(groups)
+        self.groups = groups
         self.table: dict[ApiKey, Handler] = {
             ApiKey.API_VERSIONS: self.api_versions,
             ApiKey.METADATA: self.metadata,
@@ -83,16 +83,17 @@ class Handlers:
             ApiKey.DESCRIBE_CONFIGS: self.describe_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self.incremental_alter_configs,
             ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
-            ApiKey.FIND_COORDINATOR: group_apis.find_coordinator,
-            ApiKey.JOIN_GROUP: group_apis.join_group,
-            ApiKey.SYNC_GROUP: group_apis.sync_group,
-            ApiKey.HEARTBEAT: group_apis.heartbeat,
-            ApiKey.LEAVE_GROUP: group_apis.leave_group,
-            ApiKey.OFFSET_COMMIT: group_apis.offset_commit,
-            ApiKey.OFFSET_FETCH: group_apis.offset_fetch,
-            ApiKey.DESCRIBE_GROUPS: group_apis.describe_groups,
-            ApiKey.LIST_GROUPS: group_apis.list_groups,
-            ApiKey.DELETE_GROUPS: group_apis.delete_groups,
+            ApiKey.FIND_COORDINATOR: self.find_coordinator,
+            # The group coordinator runs in the broker core too.
+            ApiKey.JOIN_GROUP: self._served_by_core,
+            ApiKey.SYNC_GROUP: self._served_by_core,
+            ApiKey.HEARTBEAT: self._served_by_core,
+            ApiKey.LEAVE_GROUP: self._served_by_core,
+            ApiKey.OFFSET_COMMIT: self._served_by_core,
+            ApiKey.OFFSET_FETCH: self._served_by_core,
+            ApiKey.DESCRIBE_GROUPS: self._served_by_core,
+            ApiKey.LIST_GROUPS: self._served_by_core,
+            ApiKey.DELETE_GROUPS: self._served_by_core,
         }
         missing = set(SUPPORTED) - set(self.table)
         assert not missing, f"advertised APIs without a handler: {missing}"
@@ -200,7 +201,21 @@ class Handlers:
 
     # -- Produce, Fetch, ListOffsets, OffsetForLeaderEpoch -------------------------------
     async def _served_by_core(self, request: Request) -> Body | None:
-        return await self.driver.request(ApiKey(request.api_key), request.api_version, request.body)
+        return await self.driver.request(
+            ApiKey(request.api_key),
+            request.api_version,
+            request.body or {},
+            request.client_id,
+            CLIENT_HOST.get(),
+        )
+
+    # -- FindCoordinator -------------------------------------------------------------------
+    async def find_coordinator(self, request: Request) -> Body:
+        body = request.body or {}
+        error, message, where = await self.groups.find_coordinator(
+            body.get("key") or "", body.get("key_type", 0)
+        )
+        return {"throttle_time_ms": 0, "error_code": error, "error_message": message, **where}
 
     # -- admin requests: forwarded to the controller ----------------------------------------
     def _controller_timeout_s(self) -> float:

@@ -17,7 +17,7 @@ from rlog.core.broker import BrokerConfig, BrokerCore, MetadataChanged
 from rlog.daemon.broker.controller_link import ControllerLink
 from rlog.daemon.broker.core_driver import BrokerDriver, now_ms
 from rlog.daemon.broker.faults import CONTROLLER, Faults
-from rlog.daemon.broker.groups import GroupService
+from rlog.daemon.broker.groups import GroupService, group_config, new_member_id
 from rlog.daemon.broker.handlers import Handlers
 from rlog.daemon.broker.log_cleaner import LogCleaner, clean_limit
 from rlog.daemon.broker.peer_links import PeerLinks
@@ -51,6 +51,7 @@ def broker_config(broker_id: int, settings: BrokerSettings) -> BrokerConfig:
         log_flush_scheduler_interval_ms=settings.log_flush_scheduler_interval_ms,
         log_flush_offset_checkpoint_interval_ms=settings.log_flush_offset_checkpoint_interval_ms,
         log_retention_check_interval_ms=settings.log_retention_check_interval_ms,
+        groups=group_config(settings),
     )
 
 
@@ -95,7 +96,13 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
         return ExitCode.CONFIG
     faults = Faults(args.faults)
     faults.reload()
-    core = BrokerCore(broker_config(args.id, settings), str(data_dir), faults.file_system, now_ms())
+    core = BrokerCore(
+        broker_config(args.id, settings),
+        str(data_dir),
+        faults.file_system,
+        now_ms(),
+        new_member_id=new_member_id,
+    )
     journal = EventJournal(args.events, f"broker-{args.id}") if args.events is not None else None
     driver = BrokerDriver(core, journal)  # replica events (truncations) go to rlog events
 
@@ -103,7 +110,7 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
         registered = link.registered_in_image
         driver.step(MetadataChanged(link.image, link.caught_up, registered))
         if registered:
-            groups.on_metadata()  # leadership of __consumer_offsets decides what it coordinates
+            groups.on_metadata()
 
     link = ControllerLink(
         args.id,
@@ -117,7 +124,7 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
     )
     peers = PeerLinks(args.id, lambda: link.image, faults)
     driver.connect(link.alter_partition, peers.send)
-    groups = GroupService(args.id, settings, driver, link)
+    groups = GroupService(args.id, settings, link)
     handlers = Handlers(
         args.id,
         args.cluster_id,
@@ -156,7 +163,6 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
         asyncio.create_task(server.serve()),
         asyncio.create_task(link.run()),
         asyncio.create_task(_every(TICK_INTERVAL_MS, "tick", driver.tick)),
-        asyncio.create_task(_every(TICK_INTERVAL_MS, "group tick", groups.tick)),
         asyncio.create_task(
             _every(TRAFFIC_INTERVAL_MS, "traffic", lambda: write_traffic(core.traffic, data_dir))
         ),
@@ -179,7 +185,6 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
         duty.cancel()
     await cleaner.stop()  # a segment rewrite may still run in its thread
     peers.close()
-    groups.close()
     await server.close()
     link.close()
     driver.close()

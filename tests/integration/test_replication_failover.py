@@ -187,7 +187,9 @@ def test_leadership_returns_to_the_preferred_replica_by_itself(cluster_factory) 
     # poll's interval, so the epochs tell it rather than a sighting of the other leader.
     wait_for(
         "the preferred replica to lead again, two leader epochs later",
-        lambda: (state := partition_state(cluster, topic))["leader"] == preferred
-        and state["leader_epoch"] >= before["leader_epoch"] + 2,
+        lambda: (
+            (state := partition_state(cluster, topic))["leader"] == preferred
+            and state["leader_epoch"] >= before["leader_epoch"] + 2
+        ),
         timeout_s=60,
     )

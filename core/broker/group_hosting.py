@@ -1,0 +1,235 @@
+"""The group coordinator inside the broker core: `GroupCoordinator` (core/groups) wired to the
+`__consumer_offsets` replicas this broker leads.
+
+- Leadership decides ownership: when this broker becomes leader of an offsets partition it
+  replays the partition's log into the coordinator; when it stops leading it unloads it.
+- The coordinator's `Append`s become acks=all appends to that partition here; their outcome goes
+  back to the coordinator that asked (even if a newer one replaced it since) as `append_done`.
+- Its answers go out with the core's other responses, its events with the Ready.
+- OffsetCommit for partitions of topics that do not exist is refused here, as Kafka 2.x+ does
+  (UNKNOWN_TOPIC_OR_PARTITION); the rest go to the coordinator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+
+from rlog.core.broker.config import OFFSETS_TOPIC
+from rlog.core.broker.messages import AppendAnswer, Body, Token
+from rlog.core.groups import (
+    Append,
+    Caller,
+    Effect,
+    GroupConfig,
+    GroupCoordinator,
+    GroupEvent,
+    LoadSummary,
+    Respond,
+)
+from rlog.core.metadata.image import MetadataImage
+from rlog.core.protocol.apis import ApiKey
+from rlog.core.protocol.errors import ErrorCode
+from rlog.core.records import build_batch, decode_batch, iter_batches
+from rlog.core.replication import Replica
+from rlog.core.storage.log import Log
+
+WRITE_TIMEOUT_MS = 5_000  # Kafka's offsets.commit.timeout.ms
+LOAD_READ_BYTES = 1024 * 1024
+
+# The coordinator's method for each group API, and whether it takes the time.
+GROUP_APIS: dict[int, tuple[str, bool]] = {
+    ApiKey.JOIN_GROUP: ("join_group", True),
+    ApiKey.SYNC_GROUP: ("sync_group", True),
+    ApiKey.HEARTBEAT: ("heartbeat", True),
+    ApiKey.LEAVE_GROUP: ("leave_group", True),
+    ApiKey.OFFSET_COMMIT: ("commit_offsets", True),
+    ApiKey.OFFSET_FETCH: ("fetch_offsets", False),
+    ApiKey.DESCRIBE_GROUPS: ("describe_groups", False),
+    ApiKey.LIST_GROUPS: ("list_groups", False),
+    ApiKey.DELETE_GROUPS: ("delete_groups", True),
+}
+
+# Appends a batch to an offsets partition as its leader, then calls back with how it ended.
+Writer = Callable[[int, bytes, Callable[[AppendAnswer], None]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """A partition this broker now coordinates, for people (the log)."""
+
+    partition: int
+    leader_epoch: int
+    summary: LoadSummary
+
+
+class GroupHosting:
+    def __init__(
+        self,
+        config: GroupConfig,
+        new_member_id: Callable[[str], str],
+        write: Writer,
+        respond: Callable[[Token, Body], None],
+    ) -> None:
+        self._config = config
+        self._new_member_id = new_member_id
+        self._write = write
+        self._respond = respond
+        self.coordinator = GroupCoordinator(config, new_member_id)
+        self._led: set[int] = set()
+        self._tokens: dict[int, Token] = {}  # the coordinator's caller token -> the core's
+        self._next_token = 0
+        # OffsetCommit refusals for unknown topics, added to the coordinator's answer.
+        self._unknown_topics: dict[int, list[Body]] = {}
+        self._now_ms = 0
+        self.events: list[GroupEvent] = []
+        self.loaded: list[Loaded | int] = []  # partitions loaded, or (int) unloaded
+
+    @property
+    def led(self) -> frozenset[int]:
+        return frozenset(self._led)
+
+    # ---- ownership ----
+
+    def on_metadata(
+        self, image: MetadataImage, replica: Callable[[int], Replica | None], now_ms: int
+    ) -> None:
+        """Load the offsets partitions this broker leads now, unload those it no longer does."""
+        topic = image.topics.get(OFFSETS_TOPIC)
+        if topic is None:
+            self._unload_all()
+            return
+        if self.coordinator.config.offsets_partitions != len(topic.partitions):
+            # The topic was made elsewhere with another partition count: the groups' homes
+            # follow the topic as it is.
+            self._unload_all()
+            config = replace(self._config, offsets_partitions=len(topic.partitions))
+            self._config = config
+            self.coordinator = GroupCoordinator(config, self._new_member_id)
+        coordinator = self.coordinator
+        for partition in sorted(topic.partitions):
+            found = replica(partition)
+            leads = found is not None and found.is_leader
+            if leads and partition not in self._led:
+                assert found is not None
+                self._run(coordinator, coordinator.start_loading(partition))
+                summary = coordinator.finish_loading(partition, _read_records(found.log), now_ms)
+                self._led.add(partition)
+                self.loaded.append(Loaded(partition, found.leader_epoch, summary))
+            elif not leads and partition in self._led:
+                self._led.discard(partition)
+                self._run(coordinator, coordinator.unload(partition))
+                self.loaded.append(partition)
+
+    def _unload_all(self) -> None:
+        for partition in sorted(self._led):
+            self._run(self.coordinator, self.coordinator.unload(partition))
+            self.loaded.append(partition)
+        self._led = set()
+
+    # ---- requests and time ----
+
+    def serve(
+        self,
+        token: Token,
+        api_key: int,
+        version: int,
+        body: Body,
+        client_id: str,
+        client_host: str,
+        image: MetadataImage,
+        now_ms: int,
+    ) -> None:
+        method, timed = GROUP_APIS[api_key]
+        self._next_token += 1
+        self._tokens[self._next_token] = token
+        caller = Caller(self._next_token, version, client_id, client_host)
+        coordinator = self.coordinator
+        if api_key == ApiKey.OFFSET_COMMIT:
+            body, unknown = _split_unknown_topics(body, image)
+            if unknown is not None:
+                if not body["topics"]:
+                    self._respond(
+                        self._tokens.pop(caller.token), {"throttle_time_ms": 0, "topics": unknown}
+                    )
+                    return
+                self._unknown_topics[caller.token] = unknown
+        handle: Callable[..., list[Effect]] = getattr(coordinator, method)
+        effects = handle(caller, body, now_ms) if timed else handle(caller, body)
+        self._run(coordinator, effects)
+
+    def tick(self, now_ms: int) -> None:
+        self._run(self.coordinator, self.coordinator.tick(now_ms))
+
+    def _run(self, coordinator: GroupCoordinator, effects: list[Effect]) -> None:
+        for effect in effects:
+            if isinstance(effect, Respond):
+                token = self._tokens.pop(effect.token, None)
+                if token is None:
+                    continue
+                body = effect.body
+                unknown = self._unknown_topics.pop(effect.token, None)
+                if unknown is not None:
+                    body = {**body, "topics": body["topics"] + unknown}
+                self._respond(token, body)
+            elif isinstance(effect, Append):
+                self._append(coordinator, effect)
+            elif isinstance(effect, GroupEvent):
+                self.events.append(effect)
+
+    def _append(self, coordinator: GroupCoordinator, effect: Append) -> None:
+        def done(answer: AppendAnswer) -> None:
+            ended = coordinator.append_done(effect.append_id, answer.error, self._now_ms)
+            self._run(coordinator, ended)
+
+        batch = build_batch(list(effect.records), base_timestamp=self._now_ms)
+        self._write(effect.partition, batch, done)
+
+    def observe_clock(self, now_ms: int) -> None:
+        self._now_ms = now_ms
+
+
+def _split_unknown_topics(body: Body, image: MetadataImage) -> tuple[Body, list[Body] | None]:
+    """OffsetCommit's partitions of topics that exist, and the refusals of the rest."""
+    known: list[Body] = []
+    unknown: list[Body] = []
+    for topic in body.get("topics") or []:
+        info = image.topics.get(topic["name"])
+        good = [p for p in topic["partitions"] if info and p["partition_index"] in info.partitions]
+        bad = [
+            p for p in topic["partitions"] if not (info and p["partition_index"] in info.partitions)
+        ]
+        if good:
+            known.append({**topic, "partitions": good})
+        if bad:
+            unknown.append(
+                {
+                    "name": topic["name"],
+                    "partitions": [
+                        {
+                            "partition_index": p["partition_index"],
+                            "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        }
+                        for p in bad
+                    ],
+                }
+            )
+    return {**body, "topics": known}, (unknown or None)
+
+
+def _read_records(log: Log) -> Iterator[tuple[bytes, bytes | None]]:
+    """Every keyed record of a partition's log, oldest first, for a coordinator to replay."""
+    offset = log.log_start_offset
+    end = log.log_end_offset
+    while offset < end:
+        found = log.read(offset, LOAD_READ_BYTES, end).records
+        if found is None:
+            return
+        data = found.read()
+        for position, header in iter_batches(data):
+            offset = header.last_offset + 1
+            if header.is_control:
+                continue
+            for record in decode_batch(data, position):
+                if record.key is not None:
+                    yield record.key, record.value

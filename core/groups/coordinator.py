@@ -195,7 +195,8 @@ class GroupCoordinator:
             if group_offsets:
                 self._offsets[group_id] = group_offsets
                 summary.offsets += len(group_offsets)
-        for group_id in set(metadata) | set(self._offsets):
+        # This partition's groups only: another loaded partition's groups are live and stay.
+        for group_id in set(metadata) | {g for g, found in offsets.items() if found}:
             group = Group.from_record(group_id, metadata.get(group_id), now)
             self._groups[group_id] = group
             state.group_ids.add(group_id)

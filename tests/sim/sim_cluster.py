@@ -1,25 +1,30 @@
-"""The deterministic simulation of rlog's replication (ARCHITECTURE.md, "The simulator").
+"""The deterministic simulation of rlog's brokers (ARCHITECTURE.md, "The simulator").
 
 One seed builds everything: a virtual clock, a virtual network (seeded delay, loss, duplication,
-hence reordering, and cut links), a controller on its own in-memory disk, three brokers each with
-a `Replica` per partition on its own `SimFileSystem`, and an acks=all producer of numbered values.
-The harness plays the daemon: it moves every request and answer between the sans-IO cores
-(`Controller`, `Replica`) as messages, and after every step checks the invariants we promise
-(ARCHITECTURE.md, "Invariants"): I1/I2 (acked values stay at their offsets in the leader), I10
-(replicas agree below their HWs), I3 (a leader's HW never moves back in its epoch; the HW a
-consumer can see from the current leader never moves back), and one leader per leader epoch.
+hence reordering, and cut links), a controller on its own in-memory disk, three brokers each
+running the shipped `BrokerCore` on its own `SimFileSystem`, an acks=all producer of numbered
+values, and the model consumers of one group (sim_groups.py). The harness plays only the
+daemons' part: registration, heartbeats, metadata fetches, FindCoordinator, ApiVersions, moving
+requests and answers (Kafka's message bodies; file slices read as sendfile would send them), and
+doing each Ready in order. After every step it checks the invariants we promise (ARCHITECTURE.md,
+"Invariants"): I1/I2 (acked values stay at their offsets in the leader), I10 (replicas agree
+below their HWs), I3 (a leader's HW never moves back in its epoch; the HW a consumer can see from
+the current leader never moves back), one leader per leader epoch, I9 (acknowledged group
+commits survive coordinator failover) and the group's generation surviving it; after the faults
+end, I11: everything settles and a last produce is acknowledged.
 
 Faults, chosen by the seed, one at a time and each for a bounded time (the premise of the promise:
 fewer than min.insync replicas fail): broker crash (kill -9, or power loss that drops unsynced bytes
 and may tear one file), restart, pause (SIGSTOP: messages queue, timers freeze), isolating one
 broker (all its links, or only to the controller, or only to the other brokers), controller
-crash/restart; and always-on message delay/drop/duplication/reordering at seeded rates.
+crash/restart; group clients crashing, leaving and joining; and always-on message
+delay/drop/duplication/reordering at seeded rates. Each broker start serves Fetch up to v11 or
+v12, so followers use both, chosen from their leader's ApiVersions as the daemon's are.
 
-Not modelled: consumers (their view of the HW is read from the leader), idempotence and
-transactions, retention and log start offsets moving, disk errors (full disk, failed fsync),
-metadata-only brokers' own metadata caches on disk, more than one controller, clock skew.
-The producer learns the leader from the controller's committed image (a metadata refresh),
-not through a broker.
+Not modelled: consumers of records (their view of the HW is read from the leader), idempotence
+and transactions, retention and log start offsets moving, metadata-only brokers' own metadata
+caches on disk, more than one controller, clock skew. The producer learns the leader from the
+controller's committed image (a metadata refresh), not through a broker.
 """
 
 from __future__ import annotations
@@ -32,8 +37,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sim_fs import SimFileSystem
+from sim_groups import GROUPS, OFFSETS_PARTITIONS, GroupModel
 
 from rlog.core.broker import (
+    OFFSETS_TOPIC,
     Body,
     BrokerConfig,
     BrokerCore,
@@ -52,6 +59,7 @@ from rlog.core.controller import (
     NewTopic,
     RegisterBrokerRequest,
 )
+from rlog.core.groups import GroupConfig
 from rlog.core.metadata.image import MetadataImage
 from rlog.core.metadata.log_store import append_records, metadata_log_config, read_records
 from rlog.core.protocol.apis import SUPPORTED, ApiKey, api_versions_body
@@ -225,8 +233,8 @@ class ControllerNode:
                 if token[0] != "admin":
                     self.sim.network.send(CONTROLLER, token[0], "response", (token, response))
 
-    def partition(self, partition: int) -> Any:
-        return self.controller.image.partition(TOPIC, partition) if self.controller else None
+    def partition(self, partition: int, topic: str = TOPIC) -> Any:
+        return self.controller.image.partition(topic, partition) if self.controller else None
 
 
 # ---- a broker process ----
@@ -259,8 +267,15 @@ class BrokerNode:
         # A broker of an older release (Fetch up to v11) or of this one (v12), by seed: followers
         # pick their Fetch version from the leader's ApiVersions, as the daemon's do.
         self.fetch_version_max = self.sim.rng.choice(self.sim.fetch_versions)
+        member_ids = iter(range(1, 2**31))
         self.core = BrokerCore(
-            self.sim.broker_config(self.broker_id), "/data", self.fs, self.sim.now_ms
+            self.sim.broker_config(self.broker_id),
+            "/data",
+            self.fs,
+            self.sim.now_ms,
+            new_member_id=lambda client: (
+                f"{client}-b{self.broker_id}.{self.incarnation}-{next(member_ids)}"
+            ),
         )
         self.alters: dict[Any, Any] = {}  # AlterPartition token -> the core's proposal token
         self.register_deadline_ms = -1
@@ -308,6 +323,10 @@ class BrokerNode:
                 core.write_checkpoints()
             for truncated in ready.truncations:
                 self.sim.trace(f"b{self.broker_id} {truncated!r}")
+            for message in ready.log_messages:
+                self.sim.trace(f"b{self.broker_id} {message}")
+            for event in ready.group_events:
+                self.sim.trace(f"b{self.broker_id} {event.message}")
             core.advance(ready)
 
     def _propose(self, core_token: Any, proposal: ProposeIsr) -> None:
@@ -330,6 +349,8 @@ class BrokerNode:
         kind, dst, their_token = token
         if kind == "peer":  # the wire carries bytes: a file slice is read as it is sent
             self._send(dst, "peer_response", (their_token, on_the_wire(answer)))
+        elif kind == "group":
+            self._send(dst, "group_response", (their_token, on_the_wire(answer)))
         elif kind == "produce":
             partition = answer["responses"][0]["partition_responses"][0]
             body = (their_token, ErrorCode(partition["error_code"]), partition["base_offset"])
@@ -347,6 +368,12 @@ class BrokerNode:
             self._on_produce(envelope.src, *body)
         elif kind == "peer_request":
             self._on_peer_request(envelope.src, *body)
+        elif kind == "group_request":
+            token, api_key, api_version, request = body
+            event = ClientRequest(
+                ("group", envelope.src, token), api_key, api_version, request, token[0], "/sim"
+            )
+            self.step(event)
         elif kind == "peer_response":
             token, answer = body
             self.step(PeerAnswered(token, answer))
@@ -646,10 +673,13 @@ class Simulation:
         self.network = Network(self.rng, self.trace)
         self.fetch_versions = self.options.fetch_versions
         self.hw_checkpoint_interval_ms = self.rng.choice((100, 1_000, 5_000))
+        self.initial_rebalance_delay_ms = self.rng.choice((0, 300))
+        self.topic = TOPIC
         self.checker = Checker()
         self.controller = ControllerNode(self)
         self.brokers = {b: BrokerNode(self, b) for b in BROKERS}
         self.producer = Producer(self)
+        self.groups = GroupModel(self)
         self.fault: tuple[str, Any, int] | None = None  # (kind, target, ends at ms)
         self.faults_injected = 0
         self.topic_created = False
@@ -667,6 +697,11 @@ class Simulation:
             replica_socket_timeout_ms=REQUEST_TIMEOUT_MS,
             log_flush_scheduler_interval_ms=200,
             high_watermark_checkpoint_interval_ms=self.hw_checkpoint_interval_ms,
+            groups=GroupConfig(
+                offsets_partitions=OFFSETS_PARTITIONS,
+                min_session_timeout_ms=1_000,
+                initial_rebalance_delay_ms=self.initial_rebalance_delay_ms,
+            ),
         )
 
     def trace(self, line: str) -> None:
@@ -702,20 +737,45 @@ class Simulation:
                 broker.tick()
         if self.topic_created:
             self.producer.tick()
+            self.groups.tick()
+            if faults:
+                self.groups.nemesis()
         elif self.controller.alive and len(self.controller.controller.image.live_brokers()) == 3:
-            request = CreateTopicsRequest(
-                ("admin", 1),
-                [NewTopic(TOPIC, self.options.partitions, 3, configs={"min.insync.replicas": "2"})],
-            )
-            self.controller.controller.step(request, self.now_ms)
-            self.controller.tick()
-            self.topic_created = True
+            self._create_topics()
         self.check()
+
+    def _create_topics(self) -> None:
+        """The data topic, and __consumer_offsets as a broker makes it on the first
+        FindCoordinator (compacted, RF 3); then the group's clients start."""
+        request = CreateTopicsRequest(
+            ("admin", 1),
+            [
+                NewTopic(TOPIC, self.options.partitions, 3, configs={"min.insync.replicas": "2"}),
+                NewTopic(
+                    OFFSETS_TOPIC,
+                    OFFSETS_PARTITIONS,
+                    3,
+                    configs={"min.insync.replicas": "2", "cleanup.policy": "compact"},
+                ),
+            ],
+        )
+        self.controller.controller.step(request, self.now_ms)
+        self.controller.tick()
+        self.topic_created = True
+        self.groups.start(self.rng.randint(1, 3))
+
+    def all_partitions(self) -> list[tuple[str, int]]:
+        return [(TOPIC, p) for p in range(self.options.partitions)] + [
+            (OFFSETS_TOPIC, p) for p in range(OFFSETS_PARTITIONS)
+        ]
 
     def _deliver(self, envelope: Envelope) -> None:
         dst = envelope.dst
         if dst == PRODUCER:
             self.producer.receive(envelope)
+            return
+        if dst == GROUPS:
+            self.groups.receive(*envelope.body)
             return
         if dst == CONTROLLER:
             if self.controller.alive:
@@ -740,8 +800,8 @@ class Simulation:
             return False
         if any(not b.alive or b.paused_until is not None for b in self.brokers.values()):
             return False
-        for partition in range(self.options.partitions):
-            info = self.controller.partition(partition)
+        for topic, partition in self.all_partitions():
+            info = self.controller.partition(partition, topic)
             if info is None or len(info.isr) != 3:
                 return False
         return True
@@ -764,7 +824,7 @@ class Simulation:
             if kind != "cut-peers":
                 others.append(CONTROLLER)
             if kind != "cut-controller":
-                others += [b for b in BROKERS if b != target] + [PRODUCER]
+                others += [b for b in BROKERS if b != target] + [PRODUCER, GROUPS]
             for other in others:
                 self.network.cut |= {(target, other), (other, target)}
         else:
@@ -863,19 +923,19 @@ class Simulation:
         return any(value == b"final" for _, _, value in self.producer.acked)
 
     def _quiet(self) -> bool:
-        if not self.healthy():
+        if not self.healthy() or not self.groups.settled():
             return False
-        for partition in range(self.options.partitions):
-            info = self.controller.partition(partition)
+        for topic, partition in self.all_partitions():
+            info = self.controller.partition(partition, topic)
             if info is None or info.leader not in self.brokers:
                 return False
-            leader = self.brokers[info.leader].replicas.get(partition)
+            leader = self.brokers[info.leader].core.replica(topic, partition)
             if leader is None or not leader.is_leader or leader.leader_epoch != info.leader_epoch:
                 return False
             if set(leader.isr) != set(info.isr):
                 return False
             for broker_id in info.isr:
-                replica = self.brokers[broker_id].replicas.get(partition)
+                replica = self.brokers[broker_id].core.replica(topic, partition)
                 if replica is None or replica.log_end_offset != leader.log_end_offset:
                     return False
                 if replica.high_watermark != leader.log_end_offset:
@@ -908,6 +968,7 @@ class Simulation:
         for broker in self.brokers.values():
             for replica in broker.replicas.values():
                 parts.append(repr(replica))
+        parts.append(f"group clients: {self.groups.describe()}")
         return "; ".join(parts)
 
     def summary(self) -> dict[str, int]:
@@ -918,6 +979,8 @@ class Simulation:
             "faults": self.faults_injected,
             "virtual_ms": self.now_ms,
             "events": len(self.events),
+            "commits_acked": self.groups.commits_acked,
+            "rebalances": self.groups.rebalances,
         }
 
 

@@ -1,8 +1,9 @@
 """Run the replication simulation over many seeds, or replay one.
 
-    python tests/sim/sim_run.py --seeds 5000 [--start 0] [--steps N]
-        runs seeds start..start+seeds-1, prints each failure (seed, step, invariant, detail, the
-        tail of its trace) and a summary (failures by invariant, seeds/s, acks, faults).
+    python tests/sim/sim_run.py --seeds 5000 [--start 0] [--steps N] [--jobs J]
+        runs seeds start..start+seeds-1 in J processes (one per core by default), prints each
+        failure (seed, step, invariant, detail, the tail of its trace) and a summary (failures by
+        invariant, seeds/s, acks, faults, group commits and rebalances).
     python tests/sim/sim_run.py --seed K --trace [--steps N]
         replays seed K exactly, printing every event as it happens, then its outcome.
 
@@ -16,14 +17,17 @@ By default everything is checked, so known open bugs show up here as failures.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
+import os
 import sys
 import time
 from collections import Counter
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from sim_cluster import SimOptions, run_seed
+from sim_cluster import Outcome, SimOptions, run_seed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,6 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fetch-versions", choices=("mixed", "11", "12"), default="mixed")
     parser.add_argument("--no-visible-hw", action="store_true")
     parser.add_argument("--tail", type=int, default=25, help="trace lines shown per failure")
+    parser.add_argument(
+        "--jobs", type=int, default=os.cpu_count() or 1, help="processes (default: one per core)"
+    )
     args = parser.parse_args(argv)
     fetch_versions = {"mixed": (11, 12), "11": (11,), "12": (12,)}[args.fetch_versions]
     options = SimOptions(
@@ -53,24 +60,34 @@ def main(argv: list[str] | None = None) -> int:
     failures: Counter[str] = Counter()
     totals: Counter[str] = Counter()
     started = time.perf_counter()
-    for seed in range(args.start, args.start + args.seeds):
-        outcome = run_seed(seed, options)
-        totals.update(outcome.summary)
-        if outcome.ok:
-            continue
-        failures[outcome.invariant or "?"] += 1
-        print(f"FAIL seed {seed} step {outcome.step} {outcome.invariant}: {outcome.detail}")
-        for line in outcome.trace_tail[-args.tail :]:
-            print(f"    {line}")
-        print(f"    replay: python tests/sim/sim_run.py --seed {seed} --trace")
+    seeds = range(args.start, args.start + args.seeds)
+    with multiprocessing.Pool(max(1, args.jobs)) as pool:
+        outcomes = pool.imap(partial(run_seed, options=options), seeds, chunksize=8)
+        for seed, outcome in zip(seeds, outcomes, strict=True):
+            report(seed, outcome, args.tail, failures, totals)
     elapsed = time.perf_counter() - started
     print(
         f"{args.seeds} seeds ({args.start}..{args.start + args.seeds - 1}) in {elapsed:.1f} s "
-        f"({args.seeds / elapsed:.1f} seeds/s): {sum(failures.values())} failed {dict(failures)}; "
-        f"acked {totals['acked']}, failed {totals['failed']}, unknown {totals['unknown']}, "
-        f"faults {totals['faults']}, virtual {totals['virtual_ms'] / 1000:.0f} s"
+        f"({args.seeds / elapsed:.1f} seeds/s, {args.jobs} jobs): {sum(failures.values())} failed "
+        f"{dict(failures)}; acked {totals['acked']}, failed {totals['failed']}, unknown "
+        f"{totals['unknown']}, faults {totals['faults']}, group commits acked "
+        f"{totals['commits_acked']}, rebalances {totals['rebalances']}, virtual "
+        f"{totals['virtual_ms'] / 1000:.0f} s"
     )
     return 1 if failures else 0
+
+
+def report(
+    seed: int, outcome: Outcome, tail: int, failures: Counter[str], totals: Counter[str]
+) -> None:
+    totals.update(outcome.summary)
+    if outcome.ok:
+        return
+    failures[outcome.invariant or "?"] += 1
+    print(f"FAIL seed {seed} step {outcome.step} {outcome.invariant}: {outcome.detail}")
+    for line in outcome.trace_tail[-tail:]:
+        print(f"    {line}")
+    print(f"    replay: python tests/sim/sim_run.py --seed {seed} --trace", flush=True)
 
 
 if __name__ == "__main__":

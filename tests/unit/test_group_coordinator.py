@@ -308,6 +308,26 @@ def test_a_new_coordinator_loads_the_groups_and_offsets_from_the_log() -> None:
     assert driver.answer(driver.sync(follower, generation, {}))["assignment"] == b"p1"
 
 
+def test_loading_another_partition_leaves_the_live_groups_alone() -> None:
+    """Found by the cluster simulation: a coordinator that took over a second offsets
+    partition re-created every group with offsets in any partition it led, from the new
+    partition's (absent) metadata: a Stable group became a new one at generation 0, its members
+    got UNKNOWN_MEMBER_ID and rebalanced from scratch after an unrelated broker failed."""
+    driver = Driver()
+    _leader, follower, generation = stable_pair(driver)
+    driver.answer(driver.commit(follower, generation, 7, partition=1))
+    other = next(p for p in range(driver.config.offsets_partitions) if p != driver.partition)
+    driver.run(driver.coordinator.unload(other))
+    driver.coordinator.start_loading(other)
+    summary = driver.coordinator.finish_loading(other, [], driver.now)
+    assert (summary.groups, summary.offsets) == (0, 0)
+    group = driver.coordinator.group(GROUP)
+    assert group is not None and group.state == GroupState.STABLE
+    assert group.generation == generation
+    assert driver.heartbeat(follower, generation) == ErrorCode.NONE
+    assert driver.committed(partition=1) == 7
+
+
 def test_groups_of_a_partition_this_broker_no_longer_leads_are_not_served() -> None:
     driver = Driver(auto_ack=False)
     member, join = driver.join_new_member()

@@ -99,8 +99,11 @@ class HostedReplicas:
             )
             self.logs.delete(topic, index)
             log_ = None
+        wanted = log_config(self.config, image, topic)
         if log_ is None:
-            log_ = self.logs.create(topic, index, log_config(self.config, image, topic))
+            log_ = self.logs.create(topic, index, wanted)
+        elif log_.config != wanted:  # loaded at start with the broker's defaults
+            log_.update_config(wanted)
         if self._stored_topic_id(log_.dir_path) is None:
             self._fs.replace_atomically(
                 os.path.join(log_.dir_path, PARTITION_METADATA),

@@ -94,3 +94,25 @@ def test_logs_of_deleted_or_unassigned_partitions_go_only_once_caught_up(tmp_pat
     apply(second, partial, caught_up=True)
     assert second.hosted.logs.topic_partitions() == [], "a log no metadata mentions is a stray"
     second.close()
+
+
+def test_a_log_found_on_disk_at_start_takes_its_topic_configs(tmp_path: Path) -> None:
+    """Logs are loaded at start with the broker's defaults; once the metadata names their topic,
+    its configs apply (here flush.messages=1: a restarted broker that kept the default would
+    acknowledge writes it never fsynced)."""
+    records = [
+        CreateTopic("t", "a" * 32, {"flush.messages": "1", "segment.bytes": "2048"}),
+        CreatePartition("t", 0, (ME,), (ME,), ME, 0, 0),
+    ]
+    first = open_core(tmp_path)
+    apply(first, image_of(*records), caught_up=True)
+    write_one(first, b"x")
+    first.close()
+    second = open_core(tmp_path)
+    apply(second, image_of(*records), caught_up=True)
+    replica = second.replica("t", 0)
+    assert replica is not None
+    assert (replica.log.config.flush_messages, replica.log.config.segment_bytes) == (1, 2048)
+    write_one(second, b"y")
+    assert replica.log.flush_due(0), "flush.messages=1 asks for an fsync after each append"
+    second.close()

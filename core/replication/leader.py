@@ -65,7 +65,9 @@ class Leader:
         state = local.state
         assert state is not None and state.leader == local.broker_id, f"{local}: not leader"
         self._local = local
-        # The epoch cache entry for this epoch was written before the role was taken.
+        # Kafka's leaderEpochStartOffsetOpt: the LEO as the role is taken. For a new epoch it is
+        # the start of the cache entry written just before; for an epoch this broker led before
+        # a restart it is later than that entry, and KIP-207 and ISR joins wait for it.
         self.epoch_start_offset = local.log_end_offset
         self.followers: dict[int, FollowerProgress] = {}
         self._track_replicas(state, now_ms)

@@ -96,24 +96,22 @@ class Replica:
 
     @property
     def leader_epoch_start_offset(self) -> int | None:
-        """Leader only: where its epoch began (its LEO when elected), else None."""
-        if not isinstance(self._role, Leader):
-            return None
-        entries = self._local.epochs.entries
-        if not entries or entries[-1].epoch != self.leader_epoch:
-            return None
-        return entries[-1].start_offset
+        """Leader only (else None): its LEO when it took this leadership (Kafka's
+        leaderEpochStartOffsetOpt, set by Partition.makeLeader). The start of its epoch, unless
+        it led this epoch before a restart: the epoch cache keeps the epoch's first offset, but
+        the HW it restarted with (a checkpoint) may lag what it showed before anywhere above it.
+        """
+        return self._role.epoch_start_offset if isinstance(self._role, Leader) else None
 
     @property
     def serves_consumers(self) -> bool:
-        """A leader serves consumers once its HW reaches the start of its epoch (KIP-207). A new
-        leader learned the HW from its old leader's fetch answers, so it may start below what
-        consumers were already shown; until its followers catch up with it, its HW is not
-        shown, so the HW a consumer sees never moves back."""
-        if not isinstance(self._role, Leader):
-            return False
-        start = self.leader_epoch_start_offset
-        return start is None or self.high_watermark >= start
+        """A leader serves consumers once its HW reaches its epoch start offset (KIP-207). A new
+        leader learned the HW from its old leader's fetch answers, and a restarted one from its
+        checkpoint, so it may start below what consumers were already shown; until its
+        followers catch up with it, its HW is not shown, so the HW a consumer sees never moves
+        back."""
+        role = self._role
+        return isinstance(role, Leader) and self.high_watermark >= role.epoch_start_offset
 
     @property
     def log_end_offset(self) -> int:

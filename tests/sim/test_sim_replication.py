@@ -143,6 +143,20 @@ def test_a_lost_isr_expansion_answer_does_not_lose_an_acked_write() -> None:
     assert outcome.ok, _describe(outcome)
 
 
+# Seeds 2604 and 4773 were reported failing I3-visible-hw (HW 71 -> 0, HW 6 -> 0) under a
+# version of this harness in flux; they no longer replay to that state. A leader showing
+# consumers HW 0 after a higher HW has one of two causes: it lost the data (the last replica
+# standing above), or it restarted into the epoch it led before with a stale HW checkpoint and
+# took the epoch cache's first offset of that epoch as its start. The second is scripted in
+# test_a_leader_restarted_into_its_own_epoch_with_a_stale_hw_does_not_serve_consumers
+# (tests/unit/test_replication.py): like Kafka's makeLeader, the start is now the LEO when the
+# leadership is taken.
+@pytest.mark.parametrize("seed", [2604, 4773])
+def test_a_leader_with_a_stale_hw_does_not_show_consumers_a_lower_hw(seed: int) -> None:
+    outcome = run_seed(seed, SUITE_OPTIONS)
+    assert outcome.ok, _describe(outcome)
+
+
 # ---- every checker fails on a broken history ----
 
 

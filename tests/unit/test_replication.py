@@ -358,6 +358,31 @@ def test_a_new_leader_serves_consumers_only_once_its_hw_reaches_its_epoch_start(
     assert (served.error, served.high_watermark) == (ErrorCode.NONE, 1)
 
 
+def test_a_leader_restarted_into_its_own_epoch_with_a_stale_hw_does_not_serve_consumers(
+    tmp_path: Path,
+) -> None:
+    """Kafka's Partition.makeLeader: a restarted broker that takes the leadership of the epoch
+    it already led (the state did not change while it was down) starts that epoch at its LEO
+    now, not at the epoch cache's older entry. Its HW checkpoint is stale (here 0, as after a
+    power loss before the first checkpoint), so with the entry's start (0) it would show
+    consumers HW 0 after HW 2."""
+    cluster = started(tmp_path)
+    cluster.produce(b"a")
+    cluster.produce(b"b")
+    cluster.replicate(2, 3)
+    assert cluster[1].on_consumer_fetch(0, FETCH_MAX_BYTES).high_watermark == 2
+    cluster.crash(1)
+    leader = cluster.restart(1, high_watermark=0)
+    assert leader.is_leader and leader.leader_epoch == 0 and leader.high_watermark == 0
+    assert epochs_of(leader) == [(0, 0)], "the cache keeps the epoch's first offset"
+    assert leader.leader_epoch_start_offset == 2 and not leader.serves_consumers
+    refused = leader.on_consumer_fetch(0, FETCH_MAX_BYTES)
+    assert refused.error == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    cluster.replicate(2, 3)
+    served = leader.on_consumer_fetch(0, FETCH_MAX_BYTES)
+    assert (served.error, served.high_watermark) == (ErrorCode.NONE, 2)
+
+
 # ---- min.insync.replicas and timeouts ----
 
 

@@ -107,6 +107,8 @@ class BrokerCore:
         self._woken: set[TopicPartition] = set()
         self._proposals: dict[Token, tuple[TopicPartition, int]] = {}  # -> (partition, deadline)
         self._hw_dirty = False
+        self._metadata_retry = False  # a partition's state could not be taken (disk error)
+        self._registered = False
         self._due_checkpoints: set[str] = set()
         self._next_flush_ms = now_ms + config.log_flush_scheduler_interval_ms
         self._next_recovery_checkpoint_ms = now_ms + config.log_flush_offset_checkpoint_interval_ms
@@ -152,6 +154,7 @@ class BrokerCore:
             self._on_proposal_answer(event.token, event.response, now_ms)
         elif isinstance(event, MetadataChanged):
             self.image = event.image
+            self._registered = event.registered
             if event.registered:
                 self._apply_metadata(event.image, event.caught_up, now_ms)
         else:
@@ -170,6 +173,8 @@ class BrokerCore:
                 )
         for parked in [p for p in self._parked.values() if now_ms >= p.deadline_ms]:
             self._serve_parked(parked, now_ms)
+        if self._metadata_retry and self._registered:
+            self._apply_metadata(self.image, False, now_ms)
         self.followers.tick(now_ms)
         self.groups.tick(now_ms)
         self._periodic_duties(now_ms)
@@ -232,16 +237,27 @@ class BrokerCore:
     # ---- metadata ----
 
     def _apply_metadata(self, image: MetadataImage, caught_up: bool, now_ms: int) -> None:
+        self._metadata_retry = False
         hosted = self.hosted
         assigned: set[TopicPartition] = set()
         for key, info in hosted.assigned(image):
             assigned.add(key)
             if hosted.replaced(image, key):
                 self._fail_acks_of(key, f"{key[0]}-{key[1]} was deleted")
-            replica = hosted.open_or_update(image, key)
-            if hosted.applied.get(key) == info:
+            try:
+                replica = hosted.open_or_update(image, key)
+                if hosted.applied.get(key) == info:
+                    continue
+                state = hosted.partition_state(info)
+                self._handle(key, replica.apply_partition_state(state, now_ms))
+            except OSError as error:
+                # A failing disk: the replica keeps its last state (a role change writes its
+                # epoch checkpoint before anything else changes) and the next tick tries again.
+                self._out.log_messages.append(
+                    f"storage error taking {key[0]}-{key[1]}'s new state, will retry: {error}"
+                )
+                self._metadata_retry = True
                 continue
-            self._handle(key, replica.apply_partition_state(hosted.partition_state(info), now_ms))
             hosted.applied[key] = info
             self._woken.add(key)  # fetches waiting here must see the new role
         for key in [k for k in hosted.replicas if k not in assigned]:

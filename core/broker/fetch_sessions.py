@@ -291,7 +291,12 @@ class FollowerFetching:
             start = session.out_of_range.pop(key, None)
             if start is None:
                 continue
-            effects = replica.on_offset_out_of_range(start, found["offset"], leader_epoch=epoch)
+            try:
+                effects = replica.on_offset_out_of_range(start, found["offset"], leader_epoch=epoch)
+            except OSError:  # a failing disk: ask again after the backoff
+                session.out_of_range[key] = start
+                self._delay(session, key, now_ms)
+                continue
             self._on_effects(key, effects)
 
     def _on_epoch_end_offsets(
@@ -305,9 +310,15 @@ class FollowerFetching:
             if found["error_code"] != ErrorCode.NONE:
                 self._delay(session, key, now_ms)
                 continue
-            effects = replica.on_epoch_end_offset(
-                found["leader_epoch"], found["end_offset"], leader_epoch=plan.current_leader_epoch
-            )
+            try:
+                effects = replica.on_epoch_end_offset(
+                    found["leader_epoch"],
+                    found["end_offset"],
+                    leader_epoch=plan.current_leader_epoch,
+                )
+            except OSError:  # a failing disk: the truncation is asked for again
+                self._delay(session, key, now_ms)
+                continue
             self._on_effects(key, effects)
 
     def _on_fetched(self, session: _Session, sent: _Sent, body: Body, now_ms: int) -> None:
@@ -337,9 +348,13 @@ class FollowerFetching:
             return
         diverging = found.get("diverging_epoch")
         if diverging is not None and diverging["epoch"] >= 0:
-            effects = replica.on_epoch_end_offset(
-                diverging["epoch"], diverging["end_offset"], leader_epoch=epoch
-            )
+            try:
+                effects = replica.on_epoch_end_offset(
+                    diverging["epoch"], diverging["end_offset"], leader_epoch=epoch
+                )
+            except OSError:  # a failing disk: the next fetch is answered the same
+                self._delay(session, key, now_ms)
+                return
             self._on_effects(key, effects)
             return
         records = found["records"]

@@ -4,13 +4,15 @@ that loses what was never synced.
 Each file keeps its bytes and how many of them are durable (`synced`). `append` puts bytes in the
 "OS" (they survive a process kill); `sync` makes them durable. `crash(power_loss=True)` drops every
 unsynced byte of every file, optionally keeping a seeded prefix of the unsynced tail of one file (a
-torn write). Simplifications, stated: names (create, rename, remove, truncate) and
-`replace_atomically` are durable as soon as the call returns; a file created and never synced
-survives a power loss empty, not absent.
+torn write). `failing = True` is a failed disk: every write, sync, truncate and atomic
+replace raises EIO, reads still work. Simplifications, stated: names (create, rename, remove,
+truncate) and `replace_atomically` are durable as soon as the call returns; a file created and
+never synced survives a power loss empty, not absent; a failed write writes nothing.
 """
 
 from __future__ import annotations
 
+import errno
 import posixpath
 import random
 
@@ -33,15 +35,18 @@ class SimFile:
         return len(self.data)
 
     def append(self, data: Buffer) -> None:
+        self._fs.check_disk()
         self.data += data
 
     def read(self, position: int, size: int) -> bytes:
         return bytes(self.data[position : position + size])
 
     def sync(self) -> None:
+        self._fs.check_disk()
         self.synced = len(self.data)
 
     def truncate(self, size: int) -> None:
+        self._fs.check_disk()
         if size < len(self.data):
             del self.data[size:]
         else:
@@ -62,6 +67,11 @@ class SimFileSystem:
     def __init__(self) -> None:
         self.files: dict[str, SimFile] = {}
         self.dirs: set[str] = {"/"}
+        self.failing = False  # a failed disk: writes raise EIO
+
+    def check_disk(self) -> None:
+        if self.failing:
+            raise OSError(errno.EIO, "Input/output error (a simulated disk failure)")
 
     # ---- the FileSystem protocol ----
 
@@ -123,6 +133,7 @@ class SimFileSystem:
         pass  # names are durable at once in this model
 
     def replace_atomically(self, path: str, data: bytes) -> None:
+        self.check_disk()
         path = posixpath.normpath(path)
         self._check_parent(path)
         file = SimFile(self, path)

@@ -59,6 +59,7 @@ class GroupClient:
     waiting: Any = None  # the token of its one request in flight
     next_action_ms: int = 0
     next_commit_ms: int = 0
+    next_heartbeat_ms: int = 0  # heartbeats come at their interval however long commits take
     alive: bool = True
     leaving: bool = False
 
@@ -150,9 +151,16 @@ class GroupModel:
         elif any(p not in client.positions for p in client.assignment):
             # Where to start: a consumer never commits positions it has not established.
             self._fetch_offsets(client)
-        elif now_ms >= client.next_commit_ms and client.assignment:
-            self._commit(client, now_ms)
+        elif now_ms < client.next_heartbeat_ms:  # a client heartbeats on its own schedule
+            if client.assignment and now_ms >= client.next_commit_ms:
+                self._commit(client, now_ms)
+            else:
+                due = [client.next_heartbeat_ms]
+                if client.assignment:
+                    due.append(client.next_commit_ms)
+                client.next_action_ms = min(due)
         else:
+            client.next_heartbeat_ms = now_ms + HEARTBEAT_MS
             body = {
                 "group_id": GROUP,
                 "generation_id": client.generation,
@@ -357,7 +365,7 @@ class GroupModel:
     def _on_heartbeat(
         self, client: GroupClient, sent: _Sent, body: dict[str, Any], error: ErrorCode
     ):  # type: ignore[no-untyped-def]
-        client.next_action_ms = self.sim.now_ms + HEARTBEAT_MS
+        client.next_action_ms = self.sim.now_ms
 
     # ---- after the faults ----
 

@@ -28,6 +28,7 @@ KIND_COLORS = {
     "process_exited": "red",
     "broker_fenced": "red",
     "partition_offline": "red",
+    "partition_recovering": "yellow",
     "unclean_election": "red",
     "replica_truncated": "yellow",
     "isr_shrunk": "yellow",

@@ -56,6 +56,7 @@ METADATA_KINDS = (
     "topic_deleted",
     "leader_elected",
     "partition_offline",
+    "partition_recovering",
     "unclean_election",
     "isr_shrunk",
     "isr_expanded",

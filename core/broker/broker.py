@@ -47,6 +47,7 @@ from rlog.core.broker.serving import (
     not_hosted_error,
 )
 from rlog.core.broker.traffic import TrafficCounters
+from rlog.core.controller.api import ReplicaLogEnd
 from rlog.core.metadata.image import MetadataImage
 from rlog.core.protocol.apis import ApiKey
 from rlog.core.protocol.errors import ErrorCode
@@ -123,6 +124,28 @@ class BrokerCore:
     @property
     def replicas(self) -> dict[TopicPartition, Replica]:
         return self.hosted.replicas
+
+    # ---- what the controller link sends ----
+
+    @property
+    def previous_broker_epoch(self) -> int:
+        """The broker epoch of the last clean shutdown, -1 after a crash (BrokerRegistration's
+        PreviousBrokerEpoch)."""
+        return self.hosted.logs.previous_broker_epoch
+
+    def recovering_log_ends(self) -> list[ReplicaLogEnd]:
+        """This broker's log end in every recovering partition it hosts (told in heartbeats:
+        the controller elects the longest log)."""
+        if not self._registered:
+            return []  # the image's states belong to an earlier incarnation
+        told = []
+        for key, info in self.hosted.assigned(self.image):
+            replica = self.hosted.get(key)
+            if info.recovering and replica is not None:
+                end = replica.log_end_offset
+                written = [e.epoch for e in replica.epochs.entries if e.start_offset < end]
+                told.append(ReplicaLogEnd(*key, written[-1] if written else -1, end))
+        return told
 
     # ---- the contract ----
 
@@ -231,8 +254,10 @@ class BrokerCore:
             self.hosted.checkpoint_high_watermarks()
 
     def close(self) -> None:
-        """Clean shutdown: flush every log, write every checkpoint."""
-        self.hosted.close()
+        """Clean shutdown: flush every log, write every checkpoint, and the clean-shutdown file
+        with this process's broker epoch (if it registered)."""
+        me = self.image.brokers.get(self.config.broker_id)
+        self.hosted.close(me.epoch if self._registered and me is not None else -1)
 
     # ---- metadata ----
 

@@ -171,9 +171,10 @@ class HostedReplicas:
         self.logs.checkpoint()
         self.checkpoint_high_watermarks()
 
-    def close(self) -> None:
-        """Clean shutdown: flush every log and write checkpoints, so start-up re-reads nothing."""
+    def close(self, broker_epoch: int = -1) -> None:
+        """Clean shutdown: flush every log and write checkpoints, so start-up re-reads nothing;
+        the clean-shutdown file records `broker_epoch` (see LogManager.close)."""
         try:
             self.checkpoint_high_watermarks()
         finally:
-            self.logs.close()
+            self.logs.close(broker_epoch)

@@ -32,6 +32,7 @@ from rlog.core.controller.api import (
     Ready,
     RegisterBrokerRequest,
     RegisterBrokerResponse,
+    ReplicaLogEnd,
 )
 from rlog.core.controller.controller import Controller
 
@@ -63,4 +64,5 @@ __all__ = [
     "Ready",
     "RegisterBrokerRequest",
     "RegisterBrokerResponse",
+    "ReplicaLogEnd",
 ]

@@ -52,6 +52,19 @@ class RegisterBrokerRequest:
     host: str
     port: int
     rack: str | None = None
+    # The broker epoch it shut down cleanly with (its clean-shutdown file), or -1 after a
+    # crash: Kafka's PreviousBrokerEpoch (BrokerRegistration v3+).
+    previous_broker_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaLogEnd:
+    """A replica's log end in a recovering partition, as its broker tells it."""
+
+    topic: str
+    partition: int
+    last_epoch: int  # the epoch of its last batch, -1 if its log is empty
+    end_offset: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +75,7 @@ class BrokerHeartbeatRequest:
     current_metadata_offset: int  # the offset of the last metadata record the broker applied
     want_fence: bool = False
     want_shutdown: bool = False
+    recovering_replicas: tuple[ReplicaLogEnd, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

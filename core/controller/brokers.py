@@ -20,7 +20,12 @@ from rlog.core.controller.api import (
     RegisterBrokerRequest,
     RegisterBrokerResponse,
 )
-from rlog.core.controller.partitions import elect_offline_partitions, move_off_broker
+from rlog.core.controller.partitions import (
+    elect_offline_partitions,
+    move_off_broker,
+    recover_partitions,
+    start_recovery_after_unclean_shutdown,
+)
 from rlog.core.controller.state import ControllerState
 from rlog.core.metadata.records import (
     AllocateProducerIds,
@@ -81,6 +86,13 @@ def handle_register(
             )
         if not existing.fenced:  # the registration fences it; its leaderships move first
             move_off_broker(state, existing.broker_id, f"broker {existing.broker_id} re-registers")
+    # A new process (not a retry of this one's registration) that did not shut down cleanly
+    # from the epoch we know: Kafka's PreviousBrokerEpoch check.
+    unclean_restart = (
+        existing is not None
+        and existing.incarnation_id != request.incarnation_id
+        and request.previous_broker_epoch != existing.epoch
+    )
     broker_epoch = state.next_offset
     state.emit(
         RegisterBroker(
@@ -94,6 +106,8 @@ def handle_register(
     )
     state.last_contact_ms[request.broker_id] = now_ms
     state.shutdown_offsets.pop(request.broker_id, None)
+    if unclean_restart:
+        start_recovery_after_unclean_shutdown(state, request.broker_id)
     return RegisterBrokerResponse(ErrorCode.NONE, broker_epoch)
 
 
@@ -159,6 +173,11 @@ def handle_heartbeat(
         fence_broker(state, broker.broker_id, "the broker asked to be fenced")
     elif action is BrokerAction.UNFENCE:
         unfence_broker(state, broker.broker_id)
+    if request.recovering_replicas:
+        for told in request.recovering_replicas:
+            reports = state.log_end_reports.setdefault((told.topic, told.partition), {})
+            reports[broker.broker_id] = (broker.epoch, told.last_epoch, told.end_offset)
+        recover_partitions(state)
     fenced = state.image.brokers[broker.broker_id].fenced
     # It may stop once it has applied the records that moved its leaderships away.
     shutdown_offset = state.shutdown_offsets.get(broker.broker_id, -1)

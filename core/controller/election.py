@@ -8,7 +8,7 @@ preferred replica wins whenever it may.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from rlog.core.metadata.image import PartitionInfo
@@ -22,6 +22,7 @@ class PartitionChange:
     leader: int | None = None  # None: unchanged
     isr: tuple[int, ...] | None = None  # None: unchanged
     unclean: bool = False
+    recovering: bool | None = None  # None: unchanged (a new leader always ends it)
 
 
 def clean_leader(state: PartitionInfo, usable: Usable) -> int | None:
@@ -79,9 +80,11 @@ def without_broker(
 def offline_election(
     state: PartitionInfo, usable: Usable, unclean_allowed: bool
 ) -> PartitionChange | None:
-    """A leader for a partition without one: from the ISR, else (if allowed) from outside it."""
+    """A leader for a partition without one: from the ISR, else (if allowed) from outside it.
+    A recovering partition's ISR is not trusted: only `recovery_election` or an unclean
+    election gives it a leader."""
     assert state.leader == NO_LEADER
-    leader = clean_leader(state, usable)
+    leader = None if state.recovering else clean_leader(state, usable)
     if leader is not None:
         return PartitionChange(leader=leader)
     if unclean_allowed:
@@ -96,4 +99,27 @@ def preferred_election(state: PartitionInfo, usable: Usable) -> PartitionChange 
     preferred = state.preferred_leader
     if state.leader == preferred or preferred not in state.isr or not usable(preferred):
         return None
+    if state.recovering:
+        return None
     return PartitionChange(leader=preferred)
+
+
+LogEnd = tuple[int, int]  # (the epoch of a replica's last batch, its log end offset)
+
+
+def recovery_election(
+    state: PartitionInfo, usable: Usable, log_ends: Mapping[int, LogEnd]
+) -> PartitionChange | None:
+    """A recovering partition's leader: once every replica is usable and has told its log end,
+    the longest log leads, as the sole ISR member (KIP-966's balanced unclean recovery). The
+    longest log is the one with the latest last epoch, then the highest end offset: every
+    record acknowledged under that epoch's leader is on it, unless more replicas than the ISR
+    could lose were lost. Ties go to the earlier replica in assignment order."""
+    assert state.recovering and state.leader == NO_LEADER
+    if not all(usable(replica) and replica in log_ends for replica in state.replicas):
+        return None
+    leader = max(
+        state.replicas,
+        key=lambda replica: (*log_ends[replica], -state.replicas.index(replica)),
+    )
+    return PartitionChange(leader=leader, isr=(leader,), recovering=False)

@@ -17,6 +17,7 @@ def check_image(image: MetadataImage) -> None:
         where = f"{topic}-{partition} {state}"
         assert state.isr, where
         assert set(state.isr) <= set(state.replicas), where
+        assert not state.recovering or state.leader == NO_LEADER, where
         if state.leader != NO_LEADER:
             assert state.leader in state.isr, where
             assert image.is_live(state.leader), f"{where}: leader is fenced or unknown"

@@ -14,6 +14,7 @@ from rlog.core.controller.election import (
     clean_leader,
     offline_election,
     preferred_election,
+    recovery_election,
     unclean_leader,
     without_broker,
 )
@@ -30,6 +31,9 @@ def apply_change(
     old = state.image.partition(topic, partition)
     assert old is not None
     new_leader = change.leader is not None and change.leader != old.leader
+    recovering = change.recovering
+    if old.recovering and change.leader not in (None, NO_LEADER):
+        recovering = False  # whoever now leads, the recovery is over
     state.emit(
         ChangePartition(
             topic=topic,
@@ -40,11 +44,57 @@ def apply_change(
             partition_epoch=old.partition_epoch + 1,
             reason=reason,
             unclean=change.unclean,
+            recovering=recovering,
         )
     )
     new = state.image.partition(topic, partition)
     assert new is not None
     return new
+
+
+def start_recovery_after_unclean_shutdown(state: ControllerState, broker_id: int) -> None:
+    """`broker_id` registered again after an unclean shutdown (a crash, a kill -9, a power
+    loss): its log may have lost its unsynced tail. Where it is the last ISR member of a
+    leaderless partition, that membership no longer proves it holds every acknowledged record,
+    so the partition recovers instead (see `recovery_election`). Kafka's KIP-966 does the same
+    with its eligible leader replicas."""
+    for topic, partition, info in list(state.image.iter_partitions()):
+        if info.leader == NO_LEADER and info.isr == (broker_id,) and not info.recovering:
+            reason = (
+                f"broker {broker_id}, its last ISR member, restarted after an unclean shutdown "
+                "and may have lost records: the longest log among the replicas will lead"
+            )
+            apply_change(state, topic, partition, PartitionChange(recovering=True), reason)
+
+
+def recover_partitions(state: ControllerState) -> None:
+    """Elect the longest log in every recovering partition whose replicas have all told their
+    log ends (in their heartbeats) since they last registered."""
+    for key in list(state.log_end_reports):  # partitions that recovered or are gone
+        info = state.image.partition(*key)
+        if info is None or not info.recovering:
+            del state.log_end_reports[key]
+    for topic, partition, info in list(state.image.iter_partitions()):
+        if not info.recovering:
+            continue
+        reports = state.log_end_reports.get((topic, partition), {})
+        log_ends = {
+            broker_id: (last_epoch, end_offset)
+            for broker_id, (broker_epoch, last_epoch, end_offset) in reports.items()
+            if state.image.brokers.get(broker_id) is not None
+            and state.image.brokers[broker_id].epoch == broker_epoch
+        }
+        change = recovery_election(info, state.image.is_live, log_ends)
+        if change is None:
+            continue
+        assert change.leader is not None
+        epoch, end = log_ends[change.leader]
+        reason = (
+            f"recovered: broker {change.leader} has the longest log of all replicas "
+            f"(last epoch {epoch}, end offset {end})"
+        )
+        apply_change(state, topic, partition, change, reason)
+        state.log_end_reports.pop((topic, partition), None)
 
 
 def move_off_broker(state: ControllerState, broker_id: int, reason: str) -> None:
@@ -185,7 +235,9 @@ def _elect_unclean(
         return ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition"
     usable = state.image.is_live
     leader = clean_leader(info, usable)
-    if leader is not None:
+    if leader is not None and info.recovering:  # its ISR is not trusted: unclean
+        change = PartitionChange(leader=leader, isr=(leader,), unclean=True)
+    elif leader is not None:
         change = PartitionChange(leader=leader)
     else:
         leader = unclean_leader(info, usable)

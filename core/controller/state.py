@@ -28,6 +28,10 @@ class ControllerState:
         # Offset of the FenceBroker record of a broker in controlled shutdown: it may stop once
         # its metadata has reached it.
         self.shutdown_offsets: dict[int, int] = {}
+        # Soft state: the log end each replica of a recovering partition told in its heartbeats,
+        # (topic, partition) -> broker -> (its broker epoch then, last epoch, log end offset).
+        # Brokers tell it in every heartbeat, so a restarted controller learns it again.
+        self.log_end_reports: dict[tuple[str, int], dict[int, tuple[int, int, int]]] = {}
 
     def emit(self, record: MetadataRecord) -> int:
         """Apply `record` to the pending image and queue it; return its offset."""

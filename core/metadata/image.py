@@ -46,6 +46,8 @@ class PartitionInfo:
     leader: int  # NO_LEADER when offline
     leader_epoch: int
     partition_epoch: int
+    # Leaderless after its last ISR member restarted uncleanly: see ChangePartition.recovering.
+    recovering: bool = False
 
     @property
     def preferred_leader(self) -> int:
@@ -140,8 +142,9 @@ class MetadataImage:
             assert record.leader_epoch > old.leader_epoch, f"{where}: new leader, same epoch"
         isr = old.isr if record.isr is None else record.isr
         assert not record.unclean or isr == (leader,), f"{where}: unclean leader not sole ISR"
+        recovering = old.recovering if record.recovering is None else record.recovering
         state = PartitionInfo(
-            old.replicas, isr, leader, record.leader_epoch, record.partition_epoch
+            old.replicas, isr, leader, record.leader_epoch, record.partition_epoch, recovering
         )
         self._check_partition(record.topic, record.partition, state)
         topic.partitions[record.partition] = state
@@ -152,6 +155,7 @@ class MetadataImage:
         assert state.isr and len(set(state.isr)) == len(state.isr), f"{where}: ISR {state.isr}"
         assert set(state.isr) <= set(state.replicas), f"{where}: ISR outside replicas"
         assert all(member in self.brokers for member in state.isr), f"{where}: ISR unregistered"
+        assert not state.recovering or state.leader == NO_LEADER, f"{where}: recovering, led"
         if state.leader != NO_LEADER:
             assert state.leader in state.isr, f"{where}: leader {state.leader} not in ISR"
             assert not self.brokers[state.leader].fenced, f"{where}: fenced leader"

@@ -3,7 +3,8 @@
 The controller appends them to the metadata log (`__cluster_metadata-0`, key null, one batch per
 `Ready`); brokers fetch that log and fold the same records into a `MetadataImage`. Encoding is
 strict both ways: sorted keys, no unknown or missing fields, each value of its declared type, so
-a record another version wrote is refused rather than misread.
+a record another version wrote is refused rather than misread. A field added later has a default,
+and a record written before it (without the field) takes that default.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import json
 import types
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import Any, ClassVar, Union, get_args, get_origin, get_type_hints
 
 from rlog.core.records import build_batch, decode_batch, iter_batches
@@ -77,6 +78,9 @@ class ChangePartition:
     """A partition's new state. Every change bumps `partition_epoch`; a leader change bumps
     `leader_epoch`. `leader` None keeps the leader, NO_LEADER (-1) takes it away; `isr` None
     keeps the ISR. `unclean`: the leader came from outside the ISR and data may be lost.
+    `recovering` (None keeps it): the partition's last ISR member restarted after an unclean
+    shutdown, so its log may lack acknowledged records; no clean election, the longest log of
+    all replicas leads (KIP-966's unclean recovery). A new leader ends it.
     """
 
     TYPE: ClassVar[str] = "change_partition"
@@ -88,6 +92,7 @@ class ChangePartition:
     partition_epoch: int
     reason: str
     unclean: bool = False
+    recovering: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +155,11 @@ _FIELD_TYPES: dict[str, dict[str, Any]] = {
     name: {f.name: get_type_hints(cls)[f.name] for f in fields(cls)}
     for name, cls in RECORD_TYPES.items()
 }
+# Fields with a default (added after the first release): a record may lack them.
+_OPTIONAL_FIELDS: dict[str, set[str]] = {
+    name: {f.name for f in fields(cls) if f.default is not MISSING}
+    for name, cls in RECORD_TYPES.items()
+}
 assert all("type" not in hints for hints in _FIELD_TYPES.values())
 
 
@@ -178,6 +188,8 @@ def decode_record(data: bytes | bytearray | memoryview) -> MetadataRecord:
     values: dict[str, Any] = {}
     for name, hint in field_types.items():
         if name not in document:
+            if name in _OPTIONAL_FIELDS[tag]:
+                continue
             raise MetadataDecodeError(f"{tag}: missing field {name!r}")
         values[name] = _from_json(document[name], hint, f"{tag}.{name}")
     return RECORD_TYPES[tag](**values)

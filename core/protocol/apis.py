@@ -107,7 +107,7 @@ CONTROLLER_SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.ALTER_PARTITION: (0, 1),
-    ApiKey.BROKER_REGISTRATION: (0, 0),
+    ApiKey.BROKER_REGISTRATION: (0, 3),  # v3: PreviousBrokerEpoch
     ApiKey.BROKER_HEARTBEAT: (0, 0),
     ApiKey.ALLOCATE_PRODUCER_IDS: (0, 0),
 }

@@ -210,7 +210,7 @@ class _Builder:
             versions=versions,
             nullable_versions=nullable,
             tagged_versions=Versions.parse(spec.get("taggedVersions")),
-            tag=spec.get("tag"),
+            tag=None if spec.get("tag") is None else int(spec["tag"]),  # some schemas say "0"
             flexible_versions=None if flexible is None else Versions.parse(flexible),
             ignorable=bool(spec.get("ignorable", False)),
             default_null=default_null,

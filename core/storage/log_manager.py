@@ -7,6 +7,7 @@ recognises and finishes removing.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -24,6 +25,9 @@ from rlog.core.storage.files import FileSystem
 from rlog.core.storage.log import Log
 
 DELETE_DIR_SUFFIX = "-delete"
+# Written by a clean shutdown, removed at start: its absence says the last stop was a crash.
+# Kafka's name and content ({"version":0,"brokerEpoch":N}).
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 TOPIC_NAME_LENGTH_MAX = 249  # Kafka's bound, so `<topic>-<partition>` fits a file name
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 
@@ -66,7 +70,22 @@ class LogManager:
         self._logs: dict[TopicPartition, Log] = {}
         self._deleted_dirs = 0  # names renamed-for-deletion dirs without a random source
         fs.makedirs(data_dir)
+        # The broker epoch the last process shut down cleanly with, or -1 after a crash.
+        self.previous_broker_epoch = self._take_clean_shutdown_file()
         self._load(now_ms, topic_configs or {})
+
+    def _take_clean_shutdown_file(self) -> int:
+        """Read and remove the clean-shutdown file, so a crash of this process shows."""
+        path = os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE)
+        if not self._fs.exists(path):
+            return -1
+        try:
+            epoch = json.loads(self._fs.read_bytes(path))["brokerEpoch"]
+        except (ValueError, KeyError, TypeError):
+            epoch = -1  # unreadable: as good as absent
+        self._fs.remove(path)
+        self._fs.sync_dir(self.data_dir)
+        return epoch if isinstance(epoch, int) else -1
 
     def _load(self, now_ms: int, topic_configs: Mapping[str, LogConfig]) -> None:
         recovery_points = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
@@ -171,8 +190,10 @@ class LogManager:
         """Apply retention to every log; returns the number of segments deleted."""
         return sum(log.delete_retained_segments(now_ms) for log in self._logs.values())
 
-    def close(self) -> None:
-        """Clean shutdown: flush, checkpoint (so the next start re-reads nothing), close.
+    def close(self, broker_epoch: int = -1) -> None:
+        """Clean shutdown: flush, checkpoint (so the next start re-reads nothing), close; then,
+        if all of that worked and the broker had registered (`broker_epoch` >= 0), write the
+        clean-shutdown file that the next start reads.
 
         Checkpointing is safe even if a flush failed: a recovery point only moves after its fsync.
         """
@@ -184,3 +205,7 @@ class LogManager:
             finally:
                 for log in self._logs.values():
                     log.close()
+        if broker_epoch >= 0:
+            document = {"version": 0, "brokerEpoch": broker_epoch}
+            path = os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE)
+            self._fs.replace_atomically(path, json.dumps(document).encode())

@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from rlog.core.controller.api import ReplicaLogEnd
 from rlog.core.metadata.image import MetadataImage
 from rlog.core.metadata.log_store import METADATA_PARTITION, METADATA_TOPIC
 from rlog.core.metadata.records import MetadataDecodeError, records_from_batches
@@ -37,6 +38,8 @@ SECURITY_PROTOCOL_PLAINTEXT = 0
 # Re-registration codes: the controller does not know this broker at this epoch.
 _UNREGISTERED = (ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_REGISTERED)
 
+REGISTRATION_VERSION = 3  # the first with PreviousBrokerEpoch (KIP-966)
+
 
 class ControllerLink:
     def __init__(
@@ -50,8 +53,15 @@ class ControllerLink:
         on_metadata: Callable[[], None],
         *,
         gate: Callable[[], Awaitable[None]] | None = None,
+        previous_broker_epoch: int = -1,
+        recovering_log_ends: Callable[[], list[ReplicaLogEnd]] = list,
     ) -> None:
-        """`gate`: chaos's hold on the link to the controller (see faults.py)."""
+        """`gate`: chaos's hold on the link to the controller (see faults.py).
+        `previous_broker_epoch`: the epoch of the last clean shutdown, -1 after a crash.
+        `recovering_log_ends`: what to tell in each heartbeat (BrokerCore.recovering_log_ends).
+        """
+        self.previous_broker_epoch = previous_broker_epoch
+        self.recovering_log_ends = recovering_log_ends
         self.broker_id = broker_id
         self.host = host
         self.port = port
@@ -145,9 +155,12 @@ class ControllerLink:
             ],
             "features": [],
             "rack": None,
+            "is_migrating_zk_broker": False,
+            "log_dirs": [],
+            "previous_broker_epoch": self.previous_broker_epoch,
         }
         answer = await self._requests.request(
-            ApiKey.BROKER_REGISTRATION, 0, body, timeout_s=self.timeout_s
+            ApiKey.BROKER_REGISTRATION, REGISTRATION_VERSION, body, timeout_s=self.timeout_s
         )
         error = answer["error_code"]
         if error == ErrorCode.DUPLICATE_BROKER_REGISTRATION:
@@ -172,6 +185,15 @@ class ControllerLink:
             "current_metadata_offset": self.image.last_offset,
             "want_fence": False,
             "want_shut_down": self._want_shut_down,
+            "recovering_replicas": [
+                {
+                    "topic_name": told.topic,
+                    "partition_index": told.partition,
+                    "last_leader_epoch": told.last_epoch,
+                    "log_end_offset": told.end_offset,
+                }
+                for told in self.recovering_log_ends()
+            ],
         }
         answer = await self._requests.request(
             ApiKey.BROKER_HEARTBEAT, 0, body, timeout_s=self.timeout_s

@@ -121,6 +121,8 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
         settings,
         on_metadata,
         gate=faults.gate(CONTROLLER),
+        previous_broker_epoch=core.previous_broker_epoch,
+        recovering_log_ends=core.recovering_log_ends,
     )
     peers = PeerLinks(args.id, lambda: link.image, faults)
     driver.connect(link.alter_partition, peers.send)

@@ -26,6 +26,7 @@ from rlog.core.controller import (
     BrokerHeartbeatResponse,
     RegisterBrokerRequest,
     RegisterBrokerResponse,
+    ReplicaLogEnd,
 )
 from rlog.core.metadata.log_store import METADATA_PARTITION, METADATA_TOPIC
 from rlog.core.protocol.apis import CONTROLLER_SUPPORTED, ApiKey, api_versions_body
@@ -103,6 +104,7 @@ class Handlers:
                 listener["host"],
                 listener["port"],
                 body["rack"],
+                previous_broker_epoch=body["previous_broker_epoch"],
             )
         )
         assert isinstance(response, RegisterBrokerResponse)
@@ -126,6 +128,15 @@ class Handlers:
                 body["current_metadata_offset"],
                 want_fence=body["want_fence"],
                 want_shutdown=body["want_shut_down"],
+                recovering_replicas=tuple(
+                    ReplicaLogEnd(
+                        told["topic_name"],
+                        told["partition_index"],
+                        told["last_leader_epoch"],
+                        told["log_end_offset"],
+                    )
+                    for told in body["recovering_replicas"]
+                ),
             )
         )
         assert isinstance(response, BrokerHeartbeatResponse)

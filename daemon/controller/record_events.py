@@ -4,7 +4,8 @@ A record says what a partition or broker is now; the event says what changed, so
 compared with the state before it: the image before the batch, updated as the batch goes (a
 batch may change one partition twice). One ChangePartition may be several events: a new leader
 (``leader_elected``, or ``partition_offline`` when none is left), an ``unclean_election``, and
-an ISR that lost members (``isr_shrunk``) or gained some (``isr_expanded``).
+an ISR that lost members (``isr_shrunk``) or gained some (``isr_expanded``); or the start of a
+recovery after its last ISR member crashed (``partition_recovering``).
 
 The controller moves a broker's leaderships and ISR places away just before the record that
 fences it (FenceBroker, or its next RegisterBroker); the journal puts ``broker_fenced`` before
@@ -190,6 +191,12 @@ def _partition_changed(before: _Before, record: ChangePartition) -> list[Event]:
         "reason": record.reason,
     }
     events = []
+    if record.recovering:
+        message = (
+            f"partition {name}: recovering, no clean election ({record.reason}); it waits for "
+            "every replica's log end"
+        )
+        events.append(Event("partition_recovering", message, common))
     if new.leader != old.leader or new.leader_epoch != old.leader_epoch:
         events += _leader_events(name, old, new, record, common)
     removed = [b for b in old.isr if b not in new.isr]

@@ -79,3 +79,8 @@ def test_kill_minus_nine_mid_stream_loses_no_acknowledged_record(cluster_factory
     assert sorted(acknowledged) == list(range(number))
     assert values == list(range(number))
     assert [m.offset for m in read] == list(range(len(read)))
+    # The restarted broker said it had crashed (no clean-shutdown file), so as the last ISR
+    # member of its leaderless partition it led again only through recovery (KIP-966).
+    journal = (cluster.data_dir / "events" / "controller.jsonl").read_text()
+    assert "partition crash-0: recovering" in journal
+    assert "recovered: broker 1 has the longest log" in journal

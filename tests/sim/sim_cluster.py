@@ -120,12 +120,6 @@ class SimOptions:
     fetch_versions: tuple[int, ...] = (11, 12)
     # Check that the HW the current leader shows consumers never moves back (I3, overall).
     check_visible_hw: bool = True
-    # Crash every process at once only in seeds that fsync every message (flush.messages=1),
-    # or (True) in every seed. Without that flush policy, a broker that lost its unsynced tail
-    # in a power loss while in the ISR can be its last member when every session expires, and
-    # lead with the shorter log: Kafka's "last replica standing" (fixed there by KIP-966's
-    # unclean-shutdown registration); open here, replayable with `sim_run.py --crash-all-always`.
-    crash_all_always: bool = False
 
 
 # ---- the network ----
@@ -491,11 +485,16 @@ class BrokerNode:
                     f"b{self.broker_id}-{self.incarnation}",
                     "sim",
                     9092,
+                    previous_broker_epoch=self.core.previous_broker_epoch,
                 )
                 self._send(CONTROLLER, "request", request)
         else:
             request = BrokerHeartbeatRequest(
-                self._token(), self.broker_id, self.broker_epoch, self.image.last_offset
+                self._token(),
+                self.broker_id,
+                self.broker_epoch,
+                self.image.last_offset,
+                recovering_replicas=tuple(self.core.recovering_log_ends()),
             )
             self._send(CONTROLLER, "request", request)
         self._send(CONTROLLER, "metadata", self.image.last_offset + 1)
@@ -838,8 +837,6 @@ class Simulation:
         kind = rng.choice(FAULT_KINDS)
         duration_ms = rng.choice((300, 1_000, 2_500, 5_000))
         target: Any = rng.choice(BROKERS)
-        if kind == "crash-all" and not (self.flush_every_message or self.options.crash_all_always):
-            kind = "crash"
         if kind == "disk-fail":  # mostly a leader's: its writes and fsyncs fail with EIO
             leader = self.controller.partition(0).leader
             target = leader if leader in BROKERS and rng.random() < 0.8 else target

@@ -11,9 +11,6 @@ Options that match the suite's pinned configuration (see test_sim_replication.py
     --fetch-versions {mixed,11,12}  the newest Fetch each broker serves: picked per broker start
                                 from 11 and 12 (mixed, the default), or all 11, or all 12
     --no-visible-hw             do not check that the HW shown to consumers never moves back
-    --crash-all-always          crash every process at once in every seed, not only in those
-                                that fsync every message (shows the open "last replica
-                                standing" loss: see SimOptions.crash_all_always)
 By default everything is checked, so known open bugs show up here as failures.
 """
 
@@ -44,7 +41,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trace", action="store_true", help="with --seed: print every event")
     parser.add_argument("--fetch-versions", choices=("mixed", "11", "12"), default="mixed")
     parser.add_argument("--no-visible-hw", action="store_true")
-    parser.add_argument("--crash-all-always", action="store_true")
     parser.add_argument("--tail", type=int, default=25, help="trace lines shown per failure")
     parser.add_argument(
         "--jobs", type=int, default=os.cpu_count() or 1, help="processes (default: one per core)"
@@ -55,7 +51,6 @@ def main(argv: list[str] | None = None) -> int:
         steps=args.steps,
         fetch_versions=fetch_versions,
         check_visible_hw=not args.no_visible_hw,
-        crash_all_always=args.crash_all_always,
     )
     if args.seed is not None:
         outcome = run_seed(args.seed, options, echo=args.trace)

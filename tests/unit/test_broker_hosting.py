@@ -6,8 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from rlog.core.broker import BrokerConfig, BrokerCore, MetadataChanged
+from rlog.core.controller import ReplicaLogEnd
 from rlog.core.metadata.image import MetadataImage
 from rlog.core.metadata.records import (
+    NO_LEADER,
+    ChangePartition,
     CreatePartition,
     CreateTopic,
     DeleteTopic,
@@ -116,3 +119,20 @@ def test_a_log_found_on_disk_at_start_takes_its_topic_configs(tmp_path: Path) ->
     write_one(second, b"y")
     assert replica.log.flush_due(0), "flush.messages=1 asks for an fsync after each append"
     second.close()
+
+
+def test_a_broker_tells_its_log_end_in_recovering_partitions_and_its_clean_shutdown(
+    tmp_path: Path,
+) -> None:
+    first = open_core(tmp_path)
+    assert first.previous_broker_epoch == -1
+    apply(first, image_of(*topic("t", "a" * 32)), caught_up=True)
+    write_one(first, b"x")
+    write_one(first, b"y")
+    assert first.recovering_log_ends() == [], "nothing is recovering"
+    first.close()  # clean: the next start says so with this registration's epoch (0)
+    second = open_core(tmp_path)
+    assert second.previous_broker_epoch == 0
+    recovering = ChangePartition("t", 0, NO_LEADER, None, 1, 1, "crash", recovering=True)
+    apply(second, image_of(*topic("t", "a" * 32), recovering), caught_up=True)
+    assert second.recovering_log_ends() == [ReplicaLogEnd("t", 0, 0, 2)]

@@ -40,6 +40,7 @@ from rlog.core.controller import (
     NewTopic,
     RegisterBrokerRequest,
     RegisterBrokerResponse,
+    ReplicaLogEnd,
 )
 from rlog.core.controller.brokers import BrokerAction, heartbeat_action
 from rlog.core.controller.placement import assign_replicas, placement_seed
@@ -139,6 +140,13 @@ class Driver:
         want_fence: bool = False,
         want_shutdown: bool = False,
     ) -> BrokerHeartbeatResponse:
+        # As a broker does: its log end in each recovering partition it hosts (here its id,
+        # so the highest id is the longest log).
+        recovering = tuple(
+            ReplicaLogEnd(topic, index, 0, broker_id)
+            for topic, index, state in self.controller.image.iter_partitions()
+            if state.recovering and broker_id in state.replicas
+        )
         return self.call(
             BrokerHeartbeatRequest,
             broker_id=broker_id,
@@ -146,6 +154,7 @@ class Driver:
             current_metadata_offset=len(self.durable) - 1 if offset is None else offset,
             want_fence=want_fence,
             want_shutdown=want_shutdown,
+            recovering_replicas=recovering,
         )
 
     def start_brokers(self, broker_ids: Iterable[int]) -> None:
@@ -1066,13 +1075,23 @@ def _restart(driver: Driver, lose_sessions: bool) -> None:
         driver.now_ms += driver.config.broker_session_timeout_ms // 2
 
 
-def _check_liveness(image: MetadataImage, config: ControllerConfig) -> None:
+def _check_liveness(
+    image: MetadataImage, config: ControllerConfig, told: set[int] | None = None
+) -> None:
     """No election is missed: a leaderless partition has no live ISR member (and, where unclean
-    election is allowed, no live replica at all).
+    election is allowed, no live replica at all). A recovering partition waits for every
+    replica's log end: once the brokers in `told` have all heartbeated, it has a replica that is
+    not live or not among them.
     """
     default = "true" if config.unclean_leader_election_default else "false"
     for topic, _, state in image.iter_partitions():
         if state.leader != NO_LEADER:
+            continue
+        if state.recovering:
+            if told is not None:
+                assert not all(
+                    image.is_live(replica) and replica in told for replica in state.replicas
+                ), state
             continue
         assert not any(image.is_live(member) for member in state.isr), state
         if image.topic_config(topic, "unclean.leader.election.enable", default) == "true":
@@ -1095,6 +1114,8 @@ def test_random_steps_keep_the_invariants(steps: list[tuple[Any, ...]]) -> None:
     for operation in steps:
         _apply_operation(driver, operation)
         _check_liveness(driver.controller.image, driver.config)
+    driver.wait(2 * HEARTBEAT_INTERVAL_MS)  # every heartbeating broker tells its log ends
+    _check_liveness(driver.controller.image, driver.config, told=set(driver.heartbeating))
     _restart(driver, lose_sessions=False)
 
 
@@ -1145,3 +1166,112 @@ def test_controller_over_a_real_metadata_log(tmp_path: Path) -> None:
     restarted.advance(ready)
     assert replay(reopened) == restarted.image
     reopened.close()
+
+
+# ---- unclean shutdown of the last ISR member (KIP-966's unclean recovery) ----
+
+
+def _everyone_fenced_but_the_last_isr_member_kept() -> Driver:
+    """RF 3, every broker's session expires: brokers 1 and 2 leave the ISR, broker 3 stays as
+    its last member of a leaderless partition."""
+    driver = run_script("""
+        brokers 1 2 3
+        create logs partitions=1 rf=3
+        stop 1
+        stop 2
+        stop 3
+        wait 10000
+        expect logs-0 leader=-1
+    """)
+    assert driver.partition("logs").isr == (3,)
+    return driver
+
+
+def _register_after_restart(driver: Driver, broker_id: int, *, clean: bool) -> None:
+    previous = driver.epochs[broker_id] if clean else -1
+    response = driver.call(
+        RegisterBrokerRequest,
+        broker_id=broker_id,
+        incarnation_id=f"restarted-{broker_id}",
+        host="localhost",
+        port=9090 + broker_id,
+        previous_broker_epoch=previous,
+    )
+    assert response.error == ErrorCode.NONE
+    driver.epochs[broker_id] = response.broker_epoch
+
+
+def _tell(driver: Driver, broker_id: int, last_epoch: int, end_offset: int) -> None:
+    driver.call(
+        BrokerHeartbeatRequest,
+        broker_id=broker_id,
+        broker_epoch=driver.epochs[broker_id],
+        current_metadata_offset=len(driver.durable) - 1,
+        recovering_replicas=(ReplicaLogEnd("logs", 0, last_epoch, end_offset),),
+    )
+
+
+def test_the_last_isr_member_back_from_a_crash_does_not_lead_on_its_own_word() -> None:
+    """It may have lost its unsynced tail in the crash, so its ISR membership proves nothing:
+    the partition recovers, and once every replica has told its log end the longest leads."""
+    driver = _everyone_fenced_but_the_last_isr_member_kept()
+    _register_after_restart(driver, 3, clean=False)
+    state = driver.partition("logs")
+    assert state.recovering and state.leader == -1 and state.isr == (3,)
+    assert "unclean shutdown" in driver.last_change("logs", 0).reason
+    _tell(driver, 3, 0, 5)  # unfenced, and told its (short) log: not enough on its own
+    assert driver.partition("logs").leader == -1
+    for broker_id in (1, 2):
+        _register_after_restart(driver, broker_id, clean=False)
+    _tell(driver, 1, 0, 9)
+    assert driver.partition("logs").leader == -1, "broker 2 has not told its log end yet"
+    _tell(driver, 2, 0, 7)
+    state = driver.partition("logs")
+    assert (state.leader, state.isr, state.recovering) == (1, (1,), False)
+    change = driver.last_change("logs", 0)
+    assert not change.unclean and "longest log" in change.reason
+
+
+def test_recovery_prefers_the_later_epoch_over_the_longer_log() -> None:
+    driver = _everyone_fenced_but_the_last_isr_member_kept()
+    for broker_id in (3, 1, 2):
+        _register_after_restart(driver, broker_id, clean=False)
+    _tell(driver, 1, 0, 50)  # a long tail of an old epoch: never acknowledged under epoch 1
+    _tell(driver, 2, 1, 20)
+    _tell(driver, 3, 1, 20)
+    state = driver.partition("logs")
+    assert (state.leader, state.isr) == (2, (2,)), "epoch first; a tie goes to assignment order"
+
+
+def test_a_report_from_an_earlier_registration_does_not_count() -> None:
+    driver = _everyone_fenced_but_the_last_isr_member_kept()
+    for broker_id in (3, 1, 2):
+        _register_after_restart(driver, broker_id, clean=False)
+    _tell(driver, 1, 0, 9)
+    _tell(driver, 2, 0, 7)
+    # Broker 1 crashed again: the log end it told before may no longer hold.
+    _register_after_restart(driver, 1, clean=False)
+    _tell(driver, 3, 0, 5)
+    assert driver.partition("logs").leader == -1
+    _tell(driver, 1, 0, 4)
+    assert driver.partition("logs").leader == 2
+
+
+def test_the_last_isr_member_back_from_a_clean_shutdown_leads_as_before() -> None:
+    driver = _everyone_fenced_but_the_last_isr_member_kept()
+    _register_after_restart(driver, 3, clean=True)
+    assert not driver.partition("logs").recovering
+    driver.heartbeat(3)  # caught up: unfenced, and the clean election brings it back
+    state = driver.partition("logs")
+    assert (state.leader, state.isr) == (3, (3,))
+
+
+def test_an_operator_may_still_elect_a_recovering_partition_uncleanly() -> None:
+    driver = _everyone_fenced_but_the_last_isr_member_kept()
+    _register_after_restart(driver, 3, clean=False)
+    driver.heartbeat(3)
+    assert driver.partition("logs").leader == -1
+    response = driver.call(ElectLeadersRequest, kind="unclean", partitions=[("logs", 0)])
+    assert [r.error for r in response.results] == [ErrorCode.NONE]
+    state = driver.partition("logs")
+    assert (state.leader, state.recovering) == (3, False) and driver.last_change("logs", 0).unclean

@@ -165,3 +165,14 @@ def test_corrupt_batch_is_a_record_error() -> None:
     batch[-1] ^= 0xFF
     with pytest.raises(CorruptRecordError):
         records_from_batches(bytes(batch))
+
+
+def test_a_record_written_before_a_field_was_added_takes_its_default() -> None:
+    """ChangePartition.recovering came later: metadata logs written before it still load."""
+    older = (
+        b'{"type": "change_partition", "topic": "t", "partition": 0, "leader": 2, "isr": [2], '
+        b'"leader_epoch": 1, "partition_epoch": 3, "reason": "r", "unclean": false}'
+    )
+    record = decode_record(older)
+    assert isinstance(record, ChangePartition) and record.recovering is None
+    assert decode_record(encode_record(record)) == record

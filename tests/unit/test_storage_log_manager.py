@@ -103,3 +103,18 @@ def test_retention_and_periodic_flush(tmp_path: Path, make_batch: BatchMaker) ->
     assert manager.run_retention(now_ms=101) == segment_count - 1  # all but the active one
     assert len(timed.segments) == 1
     manager.close()
+
+
+def test_the_clean_shutdown_file_tells_the_next_start_the_broker_epoch(tmp_path: Path) -> None:
+    """Kafka's `.kafka_cleanshutdown`: written by a clean close, read and removed at start, so
+    a start after a crash (no file) sees -1."""
+    fs = RealFileSystem()
+    first = LogManager(str(tmp_path), fs, CONFIG, 0)
+    assert first.previous_broker_epoch == -1, "a new data dir: no clean shutdown before"
+    first.close(broker_epoch=42)
+    assert (tmp_path / ".kafka_cleanshutdown").exists()
+    second = LogManager(str(tmp_path), fs, CONFIG, 0)
+    assert second.previous_broker_epoch == 42
+    assert not (tmp_path / ".kafka_cleanshutdown").exists(), "a crash from now on must show"
+    # second crashes (no close): the next start knows
+    assert LogManager(str(tmp_path), fs, CONFIG, 0).previous_broker_epoch == -1

@@ -17,7 +17,11 @@ Faults, chosen by the seed, one at a time and each for a bounded time (the premi
 fewer than min.insync replicas fail): broker crash (kill -9, or power loss that drops unsynced bytes
 and may tear one file), restart, pause (SIGSTOP: messages queue, timers freeze), isolating one
 broker (all its links, or only to the controller, or only to the other brokers), controller
-crash/restart; group clients crashing, leaving and joining; and always-on message
+crash/restart, a failing disk (mostly the leader's: every write, fsync and truncation fails
+with EIO), and every process crashing at once (a power loss when the seed's topics fsync every
+message, flush.messages=1, as Kafka promises nothing to a correlated power loss without it; else
+a kill -9 of all, after which every broker restarts uncleanly and the partitions recover with
+the longest log); group clients crashing, leaving and joining; and always-on message
 delay/drop/duplication/reordering at seeded rates. Each broker start serves Fetch up to v11 or
 v12, so followers use both, chosen from their leader's ApiVersions as the daemon's are.
 
@@ -821,11 +825,19 @@ class Simulation:
     # ---- faults ----
 
     def healthy(self) -> bool:
-        """Every process up, every link whole, every partition's ISR full (the premise)."""
+        """Every process up, every link whole, every broker's current process registered and
+        unfenced, every partition's ISR full (the premise). A broker restarted within its
+        session is still in the ISRs its previous process was in, until that session ends: a
+        crash is healed only once the new process has registered and caught up again."""
         if not self.controller.alive or self.network.cut or not self.topic_created:
             return False
         if any(not b.alive or b.paused_until is not None for b in self.brokers.values()):
             return False
+        image = self.controller.controller.image
+        for broker in self.brokers.values():
+            registered = image.brokers.get(broker.broker_id)
+            if registered is None or registered.fenced or registered.epoch != broker.broker_epoch:
+                return False
         for topic, partition in self.all_partitions():
             info = self.controller.partition(partition, topic)
             if info is None or len(info.isr) != 3:

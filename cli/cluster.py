@@ -26,9 +26,6 @@ import psutil
 import typer
 
 from rlog.cli.discovery import (
-    LAUNCH_FILE,
-    LOG_FILE,
-    STATE_FILE,
     BrokerState,
     ClusterState,
     DataDirOption,
@@ -44,6 +41,7 @@ from rlog.cli.discovery import (
 from rlog.cli.terminal import CliError, ExitCode, Terminal, megabytes, short_duration
 from rlog.core.protocol.apis import ApiKey
 from rlog.daemon.config import ConfigError, load_config
+from rlog.daemon.data_dir import LAUNCH_FILE, launch_path, rlogd_log_path, status_path
 from rlog.daemon.wire import BlockingKafkaClient, WireError
 
 app = typer.Typer(help="Start, inspect, stop and remove a local cluster.", no_args_is_help=True)
@@ -76,7 +74,7 @@ def _plan(
     data_dir: Path, brokers: int | None, base_port: int | None, config: Path | None
 ) -> LaunchPlan:
     """Flags first, then the data dir's last launch (cluster.json), then defaults."""
-    previous = read_json(data_dir / LAUNCH_FILE) or {}
+    previous = read_json(launch_path(data_dir)) or {}
     previous_config = previous.get("config")
     return LaunchPlan(
         brokers=brokers or int(previous.get("brokers") or 1),
@@ -105,7 +103,8 @@ def _log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
 
 def _failure_details(data_dir: Path, state: ClusterState | None) -> list[str]:
     """The tail of rlogd's log, then of each process's log that does not answer."""
-    details = [f"last lines of {data_dir / LOG_FILE}:", *_log_tail(data_dir / LOG_FILE)]
+    rlogd_log = rlogd_log_path(data_dir)
+    details = [f"last lines of {rlogd_log}:", *_log_tail(rlogd_log)]
     for broker in state.processes if state is not None else ():
         if broker.log and not broker_answers(broker.host, broker.port, timeout_s=0.2):
             tail = _log_tail(Path(broker.log), LOG_TAIL_LINES // 2)
@@ -196,7 +195,7 @@ def _spawn_rlogd(data_dir: Path, plan: LaunchPlan) -> subprocess.Popen[bytes]:
     ]
     if plan.config is not None:
         command += ["--config", str(plan.config)]
-    with open(data_dir / LOG_FILE, "ab") as log:
+    with open(rlogd_log_path(data_dir), "ab") as log:
         log.write(f"--- rlog cluster up: {' '.join(command)}\n".encode())
         log.flush()
         return subprocess.Popen(
@@ -350,7 +349,7 @@ def up(
     _check_ports_free(plan)
     terminal.note(
         f"Starting a controller and {plan.brokers} broker(s) in {data_dir} "
-        f"(log: {data_dir / LOG_FILE})..."
+        f"(log: {rlogd_log_path(data_dir)})..."
     )
     process = _spawn_rlogd(data_dir, plan)
     state = _wait_ready(process, data_dir, plan, wait)
@@ -466,7 +465,7 @@ def _stop(settings: Settings, data_dir: Path) -> bool:
         if broker.pid and _is_broker_of(broker.pid, data_dir):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(broker.pid, signal.SIGKILL)
-    (data_dir / STATE_FILE).unlink(missing_ok=True)  # rlogd could not remove it itself
+    status_path(data_dir).unlink(missing_ok=True)  # rlogd could not remove it itself
     return True
 
 
@@ -510,7 +509,7 @@ def purge(ctx: typer.Context, data_dir: DataDirOption = None) -> None:
     if not data_dir.exists():
         settings.terminal.note(f"{data_dir} does not exist; nothing to purge.")
         return
-    looks_like_ours = (data_dir / LAUNCH_FILE).exists() or (data_dir / LOG_FILE).exists()
+    looks_like_ours = launch_path(data_dir).exists() or rlogd_log_path(data_dir).exists()
     if not looks_like_ours and any(data_dir.iterdir()):
         raise CliError(
             f"{data_dir} does not look like an rlog data dir (no {LAUNCH_FILE}); not removing it",

@@ -30,10 +30,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from rlog.cli.terminal import CliError, ExitCode, Terminal
 from rlog.daemon import control
-
-STATE_FILE = "rlogd.json"  # written by a running rlogd, removed on clean exit
-LAUNCH_FILE = "cluster.json"  # rlogd's launch parameters, kept after exit
-LOG_FILE = "rlogd.log"  # where `rlog cluster up` sends rlogd's stdout and stderr
+from rlog.daemon.data_dir import STATUS_FILE, status_path
 
 ENV_BOOTSTRAP = ("RLOG_BOOTSTRAP", "RLOG_BROKERS")
 ENV_DATA_DIR = "RLOG_DATA_DIR"
@@ -167,7 +164,7 @@ def _number(value: object) -> float | None:
 
 
 def read_cluster_state(data_dir: Path) -> ClusterState | None:
-    document = read_json(data_dir / STATE_FILE)
+    document = read_json(status_path(data_dir))
     if document is None:
         return None
     try:
@@ -234,7 +231,7 @@ def running_cluster(data_dir: Path) -> ClusterState | None:
 
 def not_running_error(data_dir: Path) -> CliError:
     return CliError(
-        f"rlog cluster is not running in {data_dir} (no live rlogd.json); "
+        f"rlog cluster is not running in {data_dir} (no live {STATUS_FILE}); "
         f"start it with: rlog cluster up --data-dir {data_dir}",
         ExitCode.NOT_RUNNING,
     )

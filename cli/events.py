@@ -18,7 +18,8 @@ import typer
 
 from rlog.cli.discovery import DataDirOption, Settings, settings_of
 from rlog.cli.terminal import CliError, ExitCode, Terminal
-from rlog.daemon.events import KINDS, EventTail, events_dir
+from rlog.daemon.data_dir import events_dir
+from rlog.daemon.events import KINDS, EventTail
 
 POLL_INTERVAL_S = 0.25
 HEADERS = ("TIME", "SOURCE", "KIND", "MESSAGE")

@@ -33,11 +33,11 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
-from unittest import mock
 
 import typer
 
 from rlog import __version__
+from rlog.daemon import data_dir
 
 REGENERATE_COMMAND = "python -m rlog.cli.manpages --write man/"
 MANUAL = "rlog manual"
@@ -296,13 +296,13 @@ def _exit_status(meanings: dict[int, str]) -> list[str]:
 
 _FILES: list[tuple[str, str]] = [
     (
-        "rlogd.json",
+        data_dir.STATUS_FILE,
         "Where the running cluster is: rlogd's pid, the cluster id, and the controller's and "
         "each broker's address, pid, state and restart count. Written by a running rlogd and "
         "removed when it exits cleanly; rlog finds the cluster through it.",
     ),
     (
-        "rlogd.sock",
+        data_dir.SOCKET_FILE,
         "rlogd's control socket (mode 0600) while it runs: one JSON object per line in and "
         'out. {"op": "status"} answers the rlogd.json document; {"op": "kill", "target": '
         '"broker-2"} and likewise terminate, pause, resume and restart act on broker-N or the '
@@ -310,32 +310,32 @@ _FILES: list[tuple[str, str]] = [
         "uses it.",
     ),
     (
-        "cluster.json",
+        data_dir.LAUNCH_FILE,
         "rlogd's launch parameters (brokers, base port, controller port, config file); kept "
         "after exit, so rlog cluster up starts the same cluster again.",
     ),
     (
-        "meta.properties",
+        data_dir.META_FILE,
         "The cluster id (cluster.id=...), made by the first rlogd to run in the data "
         "directory and reused by every later one.",
     ),
     (
-        "controller/",
+        f"{data_dir.CONTROLLER_DIR}/",
         "The controller's metadata log: brokers, topics, partition leaders and ISRs as "
         "records it replays when it starts.",
     ),
-    ("rlogd.lock", "Locked by the running rlogd, so two cannot share a data directory."),
-    ("rlogd.log", "rlogd's output when rlog cluster up started it in the background."),
+    (data_dir.LOCK_FILE, "Locked by the running rlogd, so two cannot share a data directory."),
+    (data_dir.RLOGD_LOG_FILE, "rlogd's output when rlog cluster up started it in the background."),
     (
         "broker-N/",
         "Broker N's log directory: a topic-partition directory per partition holding its "
         "segment files (.log, .index, .timeindex) and leader epoch checkpoint, plus the "
         "broker's recovery point and log start offset checkpoints and meta.properties.",
     ),
-    ("logs/broker-N.log", "Broker N's own output."),
-    ("logs/controller.log", "The controller's own output."),
+    (f"{data_dir.LOGS_DIR}/broker-N.log", "Broker N's own output."),
+    (f"{data_dir.LOGS_DIR}/controller.log", "The controller's own output."),
     (
-        "events/",
+        f"{data_dir.EVENTS_DIR}/",
         "The event journal, one JSON-lines file per process (rlogd.jsonl, controller.jsonl, "
         'broker-N.jsonl), each line one event: {"ts": unix seconds, "source": the process, '
         '"kind": ..., "message": "one line", ...}. rlogd records processes started, exited, '
@@ -476,28 +476,11 @@ def rlog_page(root: Any | None = None) -> str:
 # rlogd.8: the argparse parser
 
 
-class _Captured(Exception):
-    def __init__(self, parser: argparse.ArgumentParser) -> None:
-        super().__init__("parser captured")
-        self.parser = parser
-
-
 def rlogd_parser() -> argparse.ArgumentParser:
-    """rlogd's parser, exactly as ``rlogd._parse_args`` builds it (caught before it parses).
-
-    rlogd builds and parses in one function; catching ``parse_args`` avoids copying the parser.
-    """
+    """rlogd's parser, the one its ``main`` parses the command line with."""
     from rlog.daemon import rlogd
 
-    def capture(self: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
-        raise _Captured(self)
-
-    with mock.patch.object(argparse.ArgumentParser, "parse_args", capture):
-        try:
-            rlogd._parse_args([])
-        except _Captured as captured:
-            return captured.parser
-    raise RuntimeError("rlogd._parse_args did not call parse_args")
+    return rlogd.build_parser()
 
 
 def rlogd_options(parser: argparse.ArgumentParser) -> list[argparse.Action]:

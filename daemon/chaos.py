@@ -2,7 +2,8 @@
 disk is full or stalled.
 
 rlogd owns these rules and writes each broker's share to the broker's faults file
-(`DIR/broker-N/faults.json`, read by daemon/broker/faults.py), then signals the broker with
+(`DIR/broker-N/faults.json`, its shape in daemon/faults_file.py, read by
+daemon/broker/faults.py), then signals the broker with
 SIGUSR1 to reread it. A broker restarted while a link is cut reads the file at start, so the
 partition outlives the process, as a real one would. A new rlogd starts with every link healed.
 
@@ -15,16 +16,13 @@ clients off the first broker named.
 from __future__ import annotations
 
 import itertools
-import json
-import os
-from dataclasses import dataclass, field
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-CONTROLLER = "controller"
-CLIENTS = "clients"
-DISK_STATES = ("ok", "full", "stall")
-FAULTS_FILE = "faults.json"
+from rlog.daemon.data_dir import faults_path
+from rlog.daemon.faults_file import CLIENTS, CONTROLLER, DISK_STATES, FaultRules
+
 DELAY_MS_MAX = 60_000
 
 
@@ -32,32 +30,18 @@ class ChaosError(ValueError):
     """A chaos request that cannot be applied; the message says why in one line."""
 
 
-@dataclass
-class BrokerFaults:
-    cut: set[str] = field(default_factory=set)
-    delay_ms: int = 0
-    disk: str = "ok"
-
-    def document(self) -> dict[str, Any]:
-        return {"cut": sorted(self.cut), "delay_ms": self.delay_ms, "disk": self.disk}
-
-    @property
-    def healthy(self) -> bool:
-        return not self.cut and not self.delay_ms and self.disk == "ok"
-
-
 class ChaosRules:
     def __init__(self, broker_dirs: dict[str, Path]) -> None:
         """`broker_dirs`: broker name -> its data dir, where its faults file goes."""
         self.broker_dirs = broker_dirs
-        self.faults = {name: BrokerFaults() for name in broker_dirs}
+        self.faults = {name: FaultRules() for name in broker_dirs}
 
     def faults_path(self, broker: str) -> Path:
-        return self.broker_dirs[broker] / FAULTS_FILE
+        return faults_path(self.broker_dirs[broker])
 
     def summary(self) -> dict[str, dict[str, Any]]:
         """Every broker that has a fault, and its rules."""
-        return {n: f.document() for n, f in self.faults.items() if not f.healthy}
+        return {n: f.to_dict() for n, f in self.faults.items() if not f.healthy}
 
     # ---- changes: each returns the brokers whose rules changed ----
 
@@ -66,22 +50,22 @@ class ChaosRules:
             raise ChaosError("partition needs two or more different processes")
         brokers = [n for n in names if n != CONTROLLER]
         self._check_brokers(brokers)
+        if clients and names[0] == CONTROLLER:  # refused before any cut is recorded
+            raise ChaosError("--clients cuts clients off the first name: make it a broker")
         before = self._snapshot()
         for a, b in itertools.combinations(brokers, 2):
-            self.faults[a].cut.add(b)
-            self.faults[b].cut.add(a)
+            self._cut(a, b)
+            self._cut(b, a)
         if CONTROLLER in names:
             for broker in brokers:
-                self.faults[broker].cut.add(CONTROLLER)
+                self._cut(broker, CONTROLLER)
         if clients:
-            if names[0] == CONTROLLER:
-                raise ChaosError("--clients cuts clients off the first name: make it a broker")
-            self.faults[names[0]].cut.add(CLIENTS)
+            self._cut(names[0], CLIENTS)
         return self._changed(before)
 
     def heal(self) -> list[str]:
         before = self._snapshot()
-        self.faults = {name: BrokerFaults() for name in self.broker_dirs}
+        self.faults = {name: FaultRules() for name in self.broker_dirs}
         return self._changed(before)
 
     def delay(self, broker: str, delay_ms: int) -> list[str]:
@@ -89,7 +73,7 @@ class ChaosRules:
         if not 0 <= delay_ms <= DELAY_MS_MAX:
             raise ChaosError(f"delay must be within 0..{DELAY_MS_MAX} ms, not {delay_ms}")
         before = self._snapshot()
-        self.faults[broker].delay_ms = delay_ms
+        self.faults[broker] = replace(self.faults[broker], delay_ms=delay_ms)
         return self._changed(before)
 
     def disk(self, broker: str, state: str) -> list[str]:
@@ -97,18 +81,14 @@ class ChaosRules:
         if state not in DISK_STATES:
             raise ChaosError(f"disk state must be one of {', '.join(DISK_STATES)}, not {state!r}")
         before = self._snapshot()
-        self.faults[broker].disk = state
+        self.faults[broker] = replace(self.faults[broker], disk=state)
         return self._changed(before)
 
     # ---- files ----
 
     def write(self, broker: str) -> None:
         """The broker's faults file, replaced atomically (the broker may read it any time)."""
-        path = self.faults_path(broker)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(path.name + ".tmp")
-        temporary.write_text(json.dumps(self.faults[broker].document()) + "\n")
-        os.replace(temporary, path)
+        self.faults[broker].write(self.faults_path(broker))
 
     def write_all(self) -> None:
         for broker in self.faults:
@@ -120,8 +100,12 @@ class ChaosRules:
             known = ", ".join([*self.faults, CONTROLLER])
             raise ChaosError(f"unknown process {unknown[0]!r} (known: {known})")
 
-    def _snapshot(self) -> dict[str, dict[str, Any]]:
-        return {name: faults.document() for name, faults in self.faults.items()}
+    def _cut(self, broker: str, peer: str) -> None:
+        rules = self.faults[broker]
+        self.faults[broker] = replace(rules, cut=rules.cut | {peer})
 
-    def _changed(self, before: dict[str, dict[str, Any]]) -> list[str]:
-        return [n for n, faults in self.faults.items() if faults.document() != before[n]]
+    def _snapshot(self) -> dict[str, FaultRules]:
+        return dict(self.faults)
+
+    def _changed(self, before: dict[str, FaultRules]) -> list[str]:
+        return [n for n, rules in self.faults.items() if rules != before[n]]

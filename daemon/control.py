@@ -32,9 +32,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
+from rlog.daemon.data_dir import socket_path
+
 log = logging.getLogger("rlogd.control")
 
-SOCKET_FILE = "rlogd.sock"
 # kill: SIGKILL, then the restart policy; terminate: SIGTERM (a clean exit); pause/resume:
 # SIGSTOP/SIGCONT; restart: stop (SIGTERM, SIGKILL after shutdown_timeout_ms) and start again.
 PROCESS_OPS = ("kill", "terminate", "pause", "resume", "restart")
@@ -77,10 +78,6 @@ class Controlled(Protocol):
     async def chaos_request(self, op: str, request: dict[str, Any]) -> dict[str, Any]: ...
 
     async def config_request(self, op: str, request: dict[str, Any]) -> dict[str, Any]: ...
-
-
-def socket_path(data_dir: Path) -> Path:
-    return data_dir / SOCKET_FILE
 
 
 @contextlib.contextmanager

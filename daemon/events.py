@@ -27,10 +27,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from rlog.daemon.data_dir import JOURNAL_SUFFIX, events_dir
+from rlog.daemon.data_dir import journal_path as journal_path  # where each process writes
+
 log = logging.getLogger(__name__)
 
-EVENTS_DIR = "events"
-SUFFIX = ".jsonl"
 RESERVED = ("ts", "source", "kind", "message")
 
 # What rlogd records about its children.
@@ -67,15 +68,6 @@ REPLICA_KINDS = ("replica_truncated",)
 # What a broker's group coordinator records about the groups it coordinates.
 GROUP_KINDS = ("group_rebalancing", "group_stable", "group_empty", "group_member_removed")
 KINDS = PROCESS_KINDS + METADATA_KINDS + REPLICA_KINDS + GROUP_KINDS
-
-
-def events_dir(data_dir: Path) -> Path:
-    return Path(data_dir) / EVENTS_DIR
-
-
-def journal_path(data_dir: Path, source: str) -> Path:
-    """Where ``source`` (rlogd, controller, broker-N) writes its events in ``data_dir``."""
-    return events_dir(data_dir) / f"{source}{SUFFIX}"
 
 
 class EventJournal:
@@ -152,7 +144,7 @@ def _parse(line: bytes) -> dict[str, Any] | None:
 def _journal_files(data_dir: Path) -> list[Path]:
     directory = events_dir(data_dir)
     try:
-        return sorted(p for p in directory.iterdir() if p.name.endswith(SUFFIX))
+        return sorted(p for p in directory.iterdir() if p.name.endswith(JOURNAL_SUFFIX))
     except (FileNotFoundError, NotADirectoryError):
         return []
 

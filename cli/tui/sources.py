@@ -42,6 +42,7 @@ from rlog.cli.tui.snapshot import (
     Snapshot,
 )
 from rlog.daemon.broker.traffic import read_traffic
+from rlog.daemon.data_dir import broker_dir
 from rlog.daemon.events import EventTail
 
 # A refresh must not hang on a paused broker: ask each with a short timeout.
@@ -100,7 +101,7 @@ class Collector:
         for process in processes:
             if process.role != "broker" or process.id is None:
                 continue
-            document = read_traffic(self.settings.data_dir / f"broker-{process.id}")
+            document = read_traffic(broker_dir(self.settings.data_dir, process.id))
             if document is not None:
                 found.append(BrokerTraffic.from_file(process.id, document))
         return tuple(found)

@@ -1,8 +1,8 @@
 """Chaos inside one broker: cut network links, added delay, a full or stalled disk.
 
-rlogd writes the rules to the broker's faults file (JSON) and sends it SIGUSR1; the broker reads
-the file again then, and at start, so a cut link stays cut across a restart, as a real network
-partition would. The rules act where the traffic is:
+rlogd writes the rules to the broker's faults file (JSON, shaped as rlog.daemon.faults_file
+says) and sends it SIGUSR1; the broker reads the file again then, and at start, so a cut link
+stays cut across a restart, as a real network partition would. The rules act where the traffic is:
 - inbound: a request from a cut peer closes its connection (like a firewall's REJECT), so
   the peer sees a dead link, retries and backs off;
 - outbound: requests to a cut peer (the controller, another broker) fail at once;
@@ -17,7 +17,6 @@ everything that is not an rlog process (Kafka clients).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import re
 import time
@@ -25,64 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlog.core.storage.files import FaultyFile, FaultyFileSystem, LogFile
+from rlog.daemon.faults_file import CLIENTS, FaultRules, FaultsFileError
 from rlog.daemon.wire import WireError
 
 log = logging.getLogger(__name__)
 
-DISK_STATES = ("ok", "full", "stall")
 STALL_S = 2.0  # how long each log write or fsync hangs while the disk is stalled
-CLIENTS = "clients"
-CONTROLLER = "controller"
 _RLOG_CLIENT_ID = re.compile(r"^(broker-\d+)(-[a-z]+)?$")
-
-
-class FaultsFileError(ValueError):
-    """The faults file is unreadable or says something impossible."""
-
-
-@dataclass(frozen=True)
-class FaultRules:
-    cut: frozenset[str] = frozenset()
-    delay_ms: int = 0
-    disk: str = "ok"
-
-    @classmethod
-    def parse(cls, text: str) -> FaultRules:
-        try:
-            document = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise FaultsFileError(f"not JSON: {error}") from None
-        if not isinstance(document, dict):
-            raise FaultsFileError("expected a JSON object")
-        cut = document.get("cut", [])
-        delay_ms = document.get("delay_ms", 0)
-        disk = document.get("disk", "ok")
-        if not isinstance(cut, list) or not all(isinstance(p, str) for p in cut):
-            raise FaultsFileError("cut: expected a list of process names")
-        if not isinstance(delay_ms, int) or isinstance(delay_ms, bool) or delay_ms < 0:
-            raise FaultsFileError("delay_ms: expected a non-negative integer")
-        if disk not in DISK_STATES:
-            raise FaultsFileError(f"disk: expected one of {', '.join(DISK_STATES)}")
-        return cls(frozenset(cut), delay_ms, disk)
-
-    @classmethod
-    def load(cls, path: Path) -> FaultRules:
-        try:
-            return cls.parse(path.read_text())
-        except FileNotFoundError:
-            return cls()
-        except OSError as error:
-            raise FaultsFileError(f"cannot read {path}: {error.strerror}") from None
-
-    def describe(self) -> str:
-        parts = []
-        if self.cut:
-            parts.append("links cut to " + ", ".join(sorted(self.cut)))
-        if self.delay_ms:
-            parts.append(f"{self.delay_ms} ms delay")
-        if self.disk != "ok":
-            parts.append(f"disk {self.disk}")
-        return "; ".join(parts) or "no faults"
 
 
 def peer_of(client_id: str | None) -> str:
@@ -103,7 +51,7 @@ class Faults:
         if self.path is None:
             return
         try:
-            rules = FaultRules.load(self.path)
+            rules = FaultRules.read(self.path)
         except FaultsFileError as error:
             log.error("ignoring the faults file %s: %s", self.path, error)
             return

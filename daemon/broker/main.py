@@ -16,7 +16,7 @@ import uvloop
 from rlog.core.broker import BrokerConfig, BrokerCore, MetadataChanged
 from rlog.daemon.broker.controller_link import ControllerLink
 from rlog.daemon.broker.core_driver import BrokerDriver, now_ms
-from rlog.daemon.broker.faults import CONTROLLER, Faults
+from rlog.daemon.broker.faults import Faults
 from rlog.daemon.broker.groups import GroupService, group_config, new_member_id
 from rlog.daemon.broker.handlers import Handlers
 from rlog.daemon.broker.log_cleaner import LogCleaner, clean_limit
@@ -25,8 +25,10 @@ from rlog.daemon.broker.producer_ids import ProducerIdAllocator
 from rlog.daemon.broker.server import BrokerServer
 from rlog.daemon.broker.traffic import write_traffic
 from rlog.daemon.config import BrokerSettings, ConfigError, load_config
+from rlog.daemon.data_dir import meta_path
 from rlog.daemon.events import EventJournal
 from rlog.daemon.exit_codes import ExitCode
+from rlog.daemon.faults_file import CONTROLLER
 
 log = logging.getLogger("rlog.broker")
 
@@ -58,7 +60,7 @@ def broker_config(broker_id: int, settings: BrokerSettings) -> BrokerConfig:
 def write_meta_properties(data_dir: Path, broker_id: int, cluster_id: str) -> None:
     """Kafka's meta.properties: which cluster and node this data dir belongs to. A data dir of
     another cluster is refused, so a broker never mixes two clusters' logs."""
-    path = data_dir / "meta.properties"
+    path = meta_path(data_dir)
     if path.exists():
         for line in path.read_text().splitlines():
             if line.startswith("cluster.id=") and line.split("=", 1)[1] != cluster_id:

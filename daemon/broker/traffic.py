@@ -13,14 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from rlog.core.broker import TrafficCounters
-
-TRAFFIC_FILE = "traffic.json"
+from rlog.daemon.data_dir import traffic_path
 
 
 def write_traffic(counters: TrafficCounters, data_dir: Path) -> None:
     """Replace `traffic.json`: readers see the old or the new counters, never half."""
     document = {"ts": time.time(), "pid": os.getpid(), **asdict(counters)}
-    path = data_dir / TRAFFIC_FILE
+    path = traffic_path(data_dir)
     scratch = path.with_suffix(".json.tmp")
     try:
         scratch.write_text(json.dumps(document))
@@ -32,7 +31,7 @@ def write_traffic(counters: TrafficCounters, data_dir: Path) -> None:
 def read_traffic(broker_dir: Path) -> dict[str, Any] | None:
     """A broker's last written counters, or None (not running yet, or unreadable)."""
     try:
-        document = json.loads((broker_dir / TRAFFIC_FILE).read_text())
+        document = json.loads(traffic_path(broker_dir).read_text())
     except (OSError, ValueError):
         return None
     return document if isinstance(document, dict) else None

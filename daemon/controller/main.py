@@ -35,6 +35,7 @@ from rlog.daemon.broker.server import BrokerServer
 from rlog.daemon.config import BrokerSettings, ConfigError, load_config
 from rlog.daemon.controller.handlers import Handlers
 from rlog.daemon.controller.service import TICK_INTERVAL_MS, ControllerService
+from rlog.daemon.data_dir import meta_path
 from rlog.daemon.events import EventJournal
 from rlog.daemon.exit_codes import ExitCode
 
@@ -56,7 +57,7 @@ def controller_config(settings: BrokerSettings) -> ControllerConfig:
 def check_meta_properties(data_dir: Path, cluster_id: str) -> None:
     """Kafka's meta.properties: the data dir belongs to one cluster; another's is refused, so a
     controller never serves one cluster's metadata to another's brokers."""
-    path = data_dir / "meta.properties"
+    path = meta_path(data_dir)
     if path.exists():
         for line in path.read_text().splitlines():
             if line.startswith("cluster.id=") and line.split("=", 1)[1] != cluster_id:

@@ -1,0 +1,99 @@
+"""The rlogd command: its arguments, the config they make, and the run under the data dir's
+lock."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from rlog.daemon.config import ConfigError, RlogConfig, load_config
+from rlog.daemon.data_dir import status_path
+from rlog.daemon.exit_codes import ExitCode
+from rlog.daemon.rlogd.data_files import cluster_id_of, lock_data_dir, write_launch_record
+from rlog.daemon.rlogd.lifecycle import Rlogd
+
+log = logging.getLogger("rlogd")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """rlogd's command line (rlogd(8) is generated from it)."""
+    parser = argparse.ArgumentParser(
+        prog="rlogd", description="Run a local rlog cluster in the foreground."
+    )
+    parser.add_argument("--brokers", type=int, default=None, help="number of brokers (default 1)")
+    parser.add_argument(
+        "--data-dir", type=Path, required=True, help="where the cluster keeps its data"
+    )
+    parser.add_argument(
+        "--base-port",
+        type=int,
+        default=None,
+        help="broker-i listens on BASE_PORT+i-1, the controller on BASE_PORT+BROKERS unless "
+        "the config sets controller_port (default 9092)",
+    )
+    parser.add_argument("--config", type=Path, default=None, help="rlog TOML config file")
+    return parser
+
+
+def config_of(args: argparse.Namespace) -> RlogConfig:
+    """The config file's settings, with --brokers and --base-port over its [cluster] table."""
+    config = load_config(args.config)
+    overrides: dict[str, Any] = {}
+    if args.brokers is not None:
+        overrides["brokers"] = args.brokers
+    if args.base_port is not None:
+        overrides["base_port"] = args.base_port
+    if overrides:
+        cluster = replace(config.cluster, **overrides)
+        if not 1 <= cluster.brokers <= 64:
+            raise ConfigError(f"--brokers: {cluster.brokers} is not within 1..64")
+        if not 1 <= cluster.base_port <= 65535 - cluster.brokers:
+            raise ConfigError(f"--base-port: {cluster.base_port} is not a usable port")
+        broker_ports = range(cluster.base_port, cluster.base_port + cluster.brokers)
+        if cluster.controller_port in broker_ports:
+            raise ConfigError(
+                f"controller_port {cluster.controller_port} is one of the brokers' ports "
+                f"({broker_ports.start}..{broker_ports.stop - 1})"
+            )
+        config = replace(config, cluster=cluster)
+    return config
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s rlogd %(levelname)s: %(message)s")
+    try:
+        config = config_of(args)
+    except ConfigError as error:
+        print(f"rlogd: {error}", file=sys.stderr)
+        sys.exit(ExitCode.CONFIG)
+    data_dir: Path = args.data_dir.resolve()
+    config_path = args.config.resolve() if args.config else None
+    data_dir.mkdir(parents=True, exist_ok=True)
+    lock = lock_data_dir(data_dir)
+    if lock is None:
+        print(f"rlogd: another rlogd is already running for {data_dir}", file=sys.stderr)
+        sys.exit(ExitCode.USAGE)
+    cluster_id = cluster_id_of(data_dir)
+    write_launch_record(data_dir, config, config_path)
+    code = asyncio.run(_serve(data_dir, config, config_path, cluster_id))
+    log.info("rlogd stopped")
+    sys.exit(code)
+
+
+async def _serve(
+    data_dir: Path, config: RlogConfig, config_path: Path | None, cluster_id: str
+) -> int:
+    rlogd = Rlogd(data_dir, config, config_path, cluster_id)
+    try:
+        return await rlogd.run()
+    finally:
+        # rlogd.json says a cluster runs here: gone once it does not (cluster.json stays).
+        with contextlib.suppress(FileNotFoundError):
+            status_path(data_dir).unlink()

@@ -824,6 +824,16 @@ class Simulation:
 
     # ---- faults ----
 
+    def _resume(self, broker_id: int) -> None:
+        """SIGCONT: what queued in the broker's socket buffers while it was stopped is read now,
+        also when the pause ends early (the last heal), not at the time it was due to end."""
+        self.brokers[broker_id].paused_until = None
+        queue = self.network.queue
+        for envelope in queue:
+            if envelope.dst == broker_id and envelope.deliver_ms > self.now_ms:
+                envelope.deliver_ms = self.now_ms
+        heapq.heapify(queue)
+
     def healthy(self) -> bool:
         """Every process up, every link whole, every broker's current process registered and
         unfenced, every partition's ISR full (the premise). A broker restarted within its
@@ -899,7 +909,7 @@ class Simulation:
         elif kind == "disk-fail":
             self.brokers[target].fs.failing = False
         elif kind == "pause":
-            self.brokers[target].paused_until = None
+            self._resume(target)
         elif kind == "controller":
             self.controller.start()
         else:

@@ -20,8 +20,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from rlog.daemon.data_dir import faults_path
-from rlog.daemon.faults_file import CLIENTS, CONTROLLER, DISK_STATES, FaultRules
+from rlog.daemon.data_dir import CONTROLLER, faults_path
+from rlog.daemon.faults_file import CLIENTS, DISK_STATES, FaultRules
 
 DELAY_MS_MAX = 60_000
 

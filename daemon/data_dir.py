@@ -28,7 +28,8 @@ LOCK_FILE = "rlogd.lock"
 RLOGD_LOG_FILE = "rlogd.log"
 LAUNCH_FILE = "cluster.json"
 META_FILE = "meta.properties"
-CONTROLLER_DIR = "controller"
+CONTROLLER = "controller"  # the controller's process name, also its directory's and journal's
+CONTROLLER_DIR = CONTROLLER
 LOGS_DIR = "logs"
 EVENTS_DIR = "events"
 JOURNAL_SUFFIX = ".jsonl"
@@ -66,8 +67,13 @@ def controller_dir(data_dir: Path) -> Path:
     return data_dir / CONTROLLER_DIR
 
 
+def broker_name(broker_id: int) -> str:
+    """A broker's process name, which is also its directory's name (and its journal's)."""
+    return f"broker-{broker_id}"
+
+
 def broker_dir(data_dir: Path, broker_id: int) -> Path:
-    return data_dir / f"broker-{broker_id}"
+    return data_dir / broker_name(broker_id)
 
 
 def process_log_path(data_dir: Path, process: str) -> Path:

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 DISK_STATES = ("ok", "full", "stall")
-# Peer names besides broker-N.
-CONTROLLER = "controller"
+# The peer name for Kafka clients; brokers and the controller go by their process names
+# (rlog.daemon.data_dir: broker_name, CONTROLLER).
 CLIENTS = "clients"
 
 

@@ -70,14 +70,11 @@ def start_recovery_after_unclean_shutdown(state: ControllerState, broker_id: int
 def recover_partitions(state: ControllerState) -> None:
     """Elect the longest log in every recovering partition whose replicas have all told their
     log ends (in their heartbeats) since they last registered."""
-    for key in list(state.log_end_reports):  # partitions that recovered or are gone
-        info = state.image.partition(*key)
-        if info is None or not info.recovering:
-            del state.log_end_reports[key]
-    for topic, partition, info in list(state.image.iter_partitions()):
-        if not info.recovering:
+    for (topic, partition), reports in list(state.log_end_reports.items()):
+        info = state.image.partition(topic, partition)
+        if info is None or not info.recovering:  # recovered meanwhile, or gone
+            del state.log_end_reports[(topic, partition)]
             continue
-        reports = state.log_end_reports.get((topic, partition), {})
         log_ends = {
             broker_id: (last_epoch, end_offset)
             for broker_id, (broker_epoch, last_epoch, end_offset) in reports.items()
@@ -94,7 +91,7 @@ def recover_partitions(state: ControllerState) -> None:
             f"(last epoch {epoch}, end offset {end})"
         )
         apply_change(state, topic, partition, change, reason)
-        state.log_end_reports.pop((topic, partition), None)
+        del state.log_end_reports[(topic, partition)]
 
 
 def move_off_broker(state: ControllerState, broker_id: int, reason: str) -> None:

@@ -25,10 +25,9 @@ from rlog.daemon.broker.producer_ids import ProducerIdAllocator
 from rlog.daemon.broker.server import BrokerServer
 from rlog.daemon.broker.traffic import write_traffic
 from rlog.daemon.config import BrokerSettings, ConfigError, load_config
-from rlog.daemon.data_dir import meta_path
+from rlog.daemon.data_dir import CONTROLLER, meta_path
 from rlog.daemon.events import EventJournal
 from rlog.daemon.exit_codes import ExitCode
-from rlog.daemon.faults_file import CONTROLLER
 
 log = logging.getLogger("rlog.broker")
 

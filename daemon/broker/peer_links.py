@@ -12,6 +12,7 @@ from rlog.core.broker import Body, PeerRequest
 from rlog.core.metadata.image import MetadataImage
 from rlog.core.protocol.apis import ApiKey
 from rlog.daemon.broker.faults import Faults
+from rlog.daemon.data_dir import broker_name
 from rlog.daemon.wire import KafkaClient, WireError
 
 log = logging.getLogger(__name__)
@@ -54,7 +55,7 @@ class PeerLinks:
             return client
         if client is not None:
             client.close()
-        gate = self._faults.gate(f"broker-{peer_id}") if self._faults is not None else None
+        gate = self._faults.gate(broker_name(peer_id)) if self._faults is not None else None
         client = KafkaClient(
             broker.host, broker.port, client_id=f"broker-{self.broker_id}-fetcher", gate=gate
         )

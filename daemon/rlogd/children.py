@@ -8,7 +8,9 @@ from pathlib import Path
 
 from rlog.daemon.config import RlogConfig
 from rlog.daemon.data_dir import (
+    CONTROLLER,
     broker_dir,
+    broker_name,
     controller_dir,
     faults_path,
     journal_path,
@@ -16,13 +18,8 @@ from rlog.daemon.data_dir import (
 )
 from rlog.daemon.rlogd.process import HOST, SupervisedProcess
 
-CONTROLLER = "controller"
 CONTROLLER_MODULE = "rlog.daemon.controller"
 BROKER_MODULE = "rlog.daemon.broker"
-
-
-def broker_name(broker_id: int) -> str:
-    return f"broker-{broker_id}"
 
 
 def controller_process(

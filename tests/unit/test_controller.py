@@ -118,7 +118,9 @@ class Driver:
 
     # -- brokers --
 
-    def register(self, broker_id: int, incarnation: str | None = None) -> RegisterBrokerResponse:
+    def register(
+        self, broker_id: int, incarnation: str | None = None, *, previous_broker_epoch: int = -1
+    ) -> RegisterBrokerResponse:
         incarnation = incarnation or self.incarnations.get(broker_id) or f"incarnation-{broker_id}"
         response = self.call(
             RegisterBrokerRequest,
@@ -126,6 +128,7 @@ class Driver:
             incarnation_id=incarnation,
             host="localhost",
             port=9090 + broker_id,
+            previous_broker_epoch=previous_broker_epoch,
         )
         if response.error == ErrorCode.NONE:
             self.epochs[broker_id] = response.broker_epoch
@@ -139,14 +142,17 @@ class Driver:
         offset: int | None = None,
         want_fence: bool = False,
         want_shutdown: bool = False,
+        told: tuple[ReplicaLogEnd, ...] | None = None,
     ) -> BrokerHeartbeatResponse:
-        # As a broker does: its log end in each recovering partition it hosts (here its id,
-        # so the highest id is the longest log).
-        recovering = tuple(
-            ReplicaLogEnd(topic, index, 0, broker_id)
-            for topic, index, state in self.controller.image.iter_partitions()
-            if state.recovering and broker_id in state.replicas
-        )
+        """`told`: the log ends it tells; by default, as a broker does, one in each recovering
+        partition it hosts (here its id, so the highest id is the longest log)."""
+        recovering = told
+        if recovering is None:
+            recovering = tuple(
+                ReplicaLogEnd(topic, index, 0, broker_id)
+                for topic, index, state in self.controller.image.iter_partitions()
+                if state.recovering and broker_id in state.replicas
+            )
         return self.call(
             BrokerHeartbeatRequest,
             broker_id=broker_id,
@@ -1189,26 +1195,12 @@ def _everyone_fenced_but_the_last_isr_member_kept() -> Driver:
 
 def _register_after_restart(driver: Driver, broker_id: int, *, clean: bool) -> None:
     previous = driver.epochs[broker_id] if clean else -1
-    response = driver.call(
-        RegisterBrokerRequest,
-        broker_id=broker_id,
-        incarnation_id=f"restarted-{broker_id}",
-        host="localhost",
-        port=9090 + broker_id,
-        previous_broker_epoch=previous,
-    )
+    response = driver.register(broker_id, f"restarted-{broker_id}", previous_broker_epoch=previous)
     assert response.error == ErrorCode.NONE
-    driver.epochs[broker_id] = response.broker_epoch
 
 
 def _tell(driver: Driver, broker_id: int, last_epoch: int, end_offset: int) -> None:
-    driver.call(
-        BrokerHeartbeatRequest,
-        broker_id=broker_id,
-        broker_epoch=driver.epochs[broker_id],
-        current_metadata_offset=len(driver.durable) - 1,
-        recovering_replicas=(ReplicaLogEnd("logs", 0, last_epoch, end_offset),),
-    )
+    driver.heartbeat(broker_id, told=(ReplicaLogEnd("logs", 0, last_epoch, end_offset),))
 
 
 def test_the_last_isr_member_back_from_a_crash_does_not_lead_on_its_own_word() -> None:

@@ -41,6 +41,7 @@ from rlog.core.broker.messages import (
 from rlog.core.broker.produce import ProduceJob, produce_partition_body
 from rlog.core.broker.serving import (
     CONSUMER_REPLICA_ID,
+    READ_COMMITTED,
     epoch_end_offset,
     fetch_partition,
     list_offset,
@@ -546,6 +547,7 @@ class BrokerCore:
                     max_bytes,
                     self._now_ms,
                     min_one_batch=total_bytes == 0,
+                    read_committed=body.get("isolation_level", 0) == READ_COMMITTED,
                 )
                 self._handle(key, effects)
                 records = answer["records"]
@@ -568,12 +570,13 @@ class BrokerCore:
 
     def _list_offsets(self, body: Body) -> Body:
         replica_id = body.get("replica_id", CONSUMER_REPLICA_ID)
+        read_committed = body.get("isolation_level", 0) == READ_COMMITTED
         topics = []
         for topic in body["topics"]:
             name = topic["name"]
             partitions = [
                 list_offset(self.hosted.get((name, p["partition_index"])), self.image, name, p,
-                            replica_id)
+                            replica_id, read_committed=read_committed)
                 for p in topic["partitions"]
             ]  # fmt: skip
             topics.append({"name": name, "partitions": partitions})

@@ -19,6 +19,7 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 CONSUMER_REPLICA_ID = -1
 DEBUGGING_REPLICA_ID = -2  # ListOffsets from tools: any replica answers, latest = its LEO
+READ_COMMITTED = 1  # Fetch's and ListOffsets' isolation_level
 
 
 def empty_fetch_partition(index: int, code: int = 0) -> Body:
@@ -53,6 +54,7 @@ def fetch_partition(
     now_ms: int,
     *,
     min_one_batch: bool,
+    read_committed: bool = False,
 ) -> tuple[Body, Sequence[Effect]]:
     """One partition of a Fetch: a follower's (it reads to the LEO and reports its own LEO) or
     a consumer's (it reads below the HW). Returns the answer and the replica's effects."""
@@ -89,21 +91,32 @@ def fetch_partition(
         max_bytes,
         current_leader_epoch=request["current_leader_epoch"],
         min_one_batch=min_one_batch,
+        read_committed=read_committed,
     )
+    aborted = [
+        {"producer_id": txn.producer_id, "first_offset": txn.first_offset} for txn in result.aborted
+    ]
     return answer | {
         "error_code": result.error,
         "high_watermark": result.high_watermark,
         "last_stable_offset": result.last_stable_offset,
         "log_start_offset": result.log_start_offset,
+        "aborted_transactions": aborted if read_committed else None,
         "records": result.records if result.records is not None else b"",
     }, ()
 
 
 def list_offset(
-    replica: Replica | None, image: MetadataImage, topic: str, request: Body, replica_id: int
+    replica: Replica | None,
+    image: MetadataImage,
+    topic: str,
+    request: Body,
+    replica_id: int,
+    *,
+    read_committed: bool = False,
 ) -> Body:
-    """One partition of ListOffsets: the earliest, the latest, or the first offset at or after a
-    timestamp."""
+    """One partition of ListOffsets: the earliest, the latest (the LSO for read_committed), or
+    the first offset at or after a timestamp."""
     index = request["partition_index"]
     answer: Body = {
         "partition_index": index,
@@ -129,11 +142,14 @@ def list_offset(
         # Consumers see the high watermark; replicas and tools the log end.
         consumer = replica_id == CONSUMER_REPLICA_ID
         latest = replica.high_watermark if consumer else replica.log_end_offset
+        if consumer and read_committed:
+            latest = replica.last_stable_offset
         return answer | {"offset": latest, "leader_epoch": epoch}
     if timestamp < 0:
         return answer | {"error_code": ErrorCode.UNSUPPORTED_VERSION}
     found = replica.log.offset_for_timestamp(timestamp)
-    if found is None or found[0] >= replica.high_watermark:
+    visible = replica.last_stable_offset if read_committed else replica.high_watermark
+    if found is None or found[0] >= visible:
         return answer
     offset, found_timestamp = found
     return answer | {"offset": offset, "timestamp": found_timestamp, "leader_epoch": epoch}

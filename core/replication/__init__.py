@@ -24,6 +24,7 @@ from rlog.core.replication.messages import (
     ReplicaConfig,
     Truncated,
     TruncationPlan,
+    TxnMarker,
 )
 from rlog.core.replication.replica import Replica
 from rlog.core.replication.rules import FollowerProgress
@@ -50,4 +51,5 @@ __all__ = [
     "ReplicaConfig",
     "Truncated",
     "TruncationPlan",
+    "TxnMarker",
 ]

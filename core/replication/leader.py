@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from rlog.core.producer_state import ProducerStateError
 from rlog.core.protocol.errors import ErrorCode
-from rlog.core.records import BatchHeader
+from rlog.core.records import BatchHeader, ControlType, build_end_txn_marker, read_header
 from rlog.core.replication.local import LocalReplica
 from rlog.core.replication.messages import (
     AlterPartitionResponse,
@@ -25,6 +26,7 @@ from rlog.core.replication.messages import (
     PendingAck,
     ProduceResult,
     ProposeIsr,
+    TxnMarker,
 )
 from rlog.core.replication.produce import (
     Refused,
@@ -132,6 +134,35 @@ class Leader:
         pending = self._wait_for_replicas(result, now_ms + timeout_ms)
         return AppendOutcome(result, pending, tuple(effects))
 
+    def append_marker(self, marker: TxnMarker, now_ms: int, *, timeout_ms: int) -> AppendOutcome:
+        """A transaction coordinator's COMMIT or ABORT marker for one producer (WriteTxnMarkers),
+        appended with acks=all."""
+        refused = self._refusal_before_append(ACKS_ALL)
+        if refused is not None:
+            return self._refused(refused)
+        local = self._local
+        try:
+            local.producers.check_marker(
+                marker.producer_id, marker.producer_epoch, marker.coordinator_epoch
+            )
+        except ProducerStateError as error:
+            return self._refused(Refused(error.code, str(error)))
+        batch = build_end_txn_marker(
+            ControlType.COMMIT if marker.committed else ControlType.ABORT,
+            producer_id=marker.producer_id,
+            producer_epoch=marker.producer_epoch,
+            coordinator_epoch=marker.coordinator_epoch,
+            timestamp_ms=now_ms,
+        )
+        written = self._write(batch, read_header(batch), now_ms)
+        if isinstance(written, Refused):
+            return self._refused(written)
+        effects = self._advance_high_watermark()
+        if written.last_offset < local.high_watermark:
+            return AppendOutcome(written, effects=tuple(effects))
+        pending = self._wait_for_replicas(written, now_ms + timeout_ms)
+        return AppendOutcome(written, pending, tuple(effects))
+
     def _refusal_before_append(self, acks: int) -> Refused | None:
         if acks not in VALID_ACKS:
             return Refused(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks}")
@@ -148,7 +179,6 @@ class Leader:
         local = self._local
         info = append_producer_batch(
             local.log,
-            local.producers,
             records,
             header,
             now_ms,

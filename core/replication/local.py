@@ -42,15 +42,31 @@ class LocalReplica:
         self.epochs = epochs
         self.config = config
         self.state: PartitionState | None = None
-        self.producers = ProducerStateManager()
-        self.producers.rebuild(log.iter_batch_headers())
         # A checkpointed HW may be stale either way (an unsynced tail lost, the log start moved).
         self._high_watermark = min(max(high_watermark, log.log_start_offset), log.log_end_offset)
+        if self._high_watermark < log.producer_replay_start:
+            # Markers between the HW and the snapshot the log loaded are not known to be on the
+            # ISR yet: replay from below the HW so their transactions count as unstable.
+            log.reload_producer_state(self._high_watermark)
+        log.producers.on_high_watermark(self._high_watermark)
         self._pending_ids = count()
+
+    @property
+    def producers(self) -> ProducerStateManager:
+        return self.log.producers
 
     @property
     def high_watermark(self) -> int:
         return self._high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Where read_committed consumers stop: the HW, or the first offset of the oldest
+        transaction still open (or closed by a marker the ISR does not hold yet) below it."""
+        first_unstable = self.log.producers.first_unstable_offset()
+        if first_unstable is None:
+            return self._high_watermark
+        return max(min(first_unstable, self._high_watermark), self.log.log_start_offset)
 
     @property
     def log_end_offset(self) -> int:
@@ -71,6 +87,7 @@ class LocalReplica:
             f"{self}: HW {offset} above LEO {self.log.log_end_offset}"
         )
         self._high_watermark = offset
+        self.log.producers.on_high_watermark(offset)
         return [HighWatermarkChanged(self.topic, self.partition, offset)]
 
     # ---- follower-side changes ----
@@ -86,15 +103,13 @@ class LocalReplica:
         for header in headers:
             self.epochs.assign(header.partition_leader_epoch, header.base_offset)
         try:
-            info = self.log.append(records, now_ms, assign_offsets=False)
+            self.log.append(records, now_ms, assign_offsets=False)
         except (CorruptRecordError, OffsetOutOfOrderError):
             self.epochs.truncate_from_end(self.log.log_end_offset)
             return False
         except OSError:
             self.epochs.truncate_from_end(self.log.log_end_offset)
             raise
-        for header in info.headers:
-            self.producers.update(header, header.base_offset)
         return True
 
     def truncate_to(self, offset: int) -> list[Effect]:
@@ -107,9 +122,8 @@ class LocalReplica:
             # fetched epoch forever and every Fetch v12 would answer DivergingEpoch again.
             self.epochs.truncate_from_end(offset)
             return []
-        self.log.truncate_to(offset)
+        self.log.truncate_to(offset)  # the producer state goes back with it
         self.epochs.truncate_from_end(offset)
-        self.producers.rebuild(self.log.iter_batch_headers())
         effects: list[Effect] = [Truncated(self.topic, self.partition, offset)]
         if self._high_watermark > self.log.log_end_offset:
             self._high_watermark = self.log.log_end_offset
@@ -122,7 +136,6 @@ class LocalReplica:
         """
         self.log.truncate_fully_and_start_at(offset)
         self.epochs.clear()
-        self.producers.truncate()
         self._high_watermark = offset
         return [
             Truncated(self.topic, self.partition, offset, full=True),

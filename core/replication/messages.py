@@ -13,6 +13,7 @@ from typing import NamedTuple
 from rlog.core.controller.api import AlterPartitionResponse as AlterPartitionResponse
 from rlog.core.protocol.errors import ErrorCode
 from rlog.core.storage.files import FileSlice
+from rlog.core.storage.txn_index import AbortedTxn
 
 NO_LEADER = -1
 NO_EPOCH = -1  # "not given" for current_leader_epoch / last_fetched_epoch, as Kafka sends
@@ -120,6 +121,16 @@ class ProduceResult:
 
 
 @dataclass(frozen=True, slots=True)
+class TxnMarker:
+    """A transaction's end, to be written to one of its partitions (WriteTxnMarkers)."""
+
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    committed: bool
+
+
+@dataclass(frozen=True, slots=True)
 class PendingAck:
     """An acks=all produce waiting for the HW to pass `last_offset`, or for `deadline_ms`."""
 
@@ -149,6 +160,8 @@ class ReadResult:
     last_stable_offset: int
     log_start_offset: int
     records: FileSlice | None = None
+    # read_committed: the aborted transactions overlapping the records, for the client to drop.
+    aborted: tuple[AbortedTxn, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

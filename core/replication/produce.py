@@ -57,15 +57,14 @@ def check_producer_batch(
 
 def append_producer_batch(
     log: Log,
-    producers: ProducerStateManager,
     records: Buffer,
     header: BatchHeader,
     now_ms: int,
     *,
     leader_epoch: int,
 ) -> AppendInfo | Refused:
-    """Append a checked batch with offsets from the LEO and `leader_epoch` stamped. OSError
-    from the disk propagates (nothing was written).
+    """Append a checked batch with offsets from the LEO and `leader_epoch` stamped (the log
+    applies it to the producer state). OSError from the disk propagates (nothing was written).
     """
     try:
         info = log.append(records, now_ms, leader_epoch=leader_epoch)
@@ -75,5 +74,4 @@ def append_producer_batch(
         return Refused(ErrorCode.INVALID_RECORD, str(error))
     except CorruptRecordError as error:
         return Refused(ErrorCode.CORRUPT_MESSAGE, str(error))
-    producers.update(header, info.first_offset)
     return info

@@ -29,11 +29,13 @@ from rlog.core.replication.messages import (
     ReadResult,
     ReplicaConfig,
     TruncationPlan,
+    TxnMarker,
 )
 from rlog.core.replication.rules import FollowerProgress, leader_epoch_error
 from rlog.core.storage.files import Buffer
 from rlog.core.storage.leader_epochs import LeaderEpochCache
 from rlog.core.storage.log import Log, OffsetOutOfRangeError
+from rlog.core.storage.txn_index import AbortedTxn
 
 Role = Leader | Follower | None
 
@@ -227,6 +229,17 @@ class Replica:
         self._checked(list(outcome.effects))
         return outcome
 
+    def append_marker(
+        self, marker: TxnMarker, now_ms: int, *, required_acks_timeout_ms: int
+    ) -> AppendOutcome:
+        """A transaction marker, as leader, acks=all."""
+        role = self._role
+        if not isinstance(role, Leader):
+            return AppendOutcome(self._not_leader_produce())
+        outcome = role.append_marker(marker, now_ms, timeout_ms=required_acks_timeout_ms)
+        self._checked(list(outcome.effects))
+        return outcome
+
     def _not_leader_produce(self) -> ProduceResult:
         return ProduceResult(
             ErrorCode.NOT_LEADER_OR_FOLLOWER,
@@ -267,8 +280,10 @@ class Replica:
         *,
         current_leader_epoch: int = NO_EPOCH,
         min_one_batch: bool = True,
+        read_committed: bool = False,
     ) -> ReadResult:
-        """A consumer's Fetch: records from `fetch_offset`, never past the HW."""
+        """A consumer's Fetch: records from `fetch_offset`, never past the HW; read_committed
+        never past the LSO, with the aborted transactions among the records."""
         error = self.leader_error(current_leader_epoch)
         if error is None and not self.serves_consumers:
             # Retriable for every client: they refresh metadata and fetch again.
@@ -276,15 +291,25 @@ class Replica:
         if error is not None:
             return ReadResult(error, -1, -1, -1)
         high_watermark = self.high_watermark
+        stable = self._local.last_stable_offset
         log = self._local.log
         try:
-            found = log.read(fetch_offset, max_bytes, high_watermark, min_one_batch)
+            limit = stable if read_committed else high_watermark
+            found = log.read(fetch_offset, max_bytes, limit, min_one_batch)
         except OffsetOutOfRangeError:
             error = ErrorCode.OFFSET_OUT_OF_RANGE
-            return ReadResult(error, high_watermark, high_watermark, log.log_start_offset)
+            return ReadResult(error, high_watermark, stable, log.log_start_offset)
+        aborted: tuple[AbortedTxn, ...] = ()
+        if read_committed and found.records is not None:
+            upper = found.records.next_offset
+            aborted = tuple(log.aborted_transactions(fetch_offset, upper if upper >= 0 else limit))
         return ReadResult(
-            ErrorCode.NONE, high_watermark, high_watermark, log.log_start_offset, found.records
+            ErrorCode.NONE, high_watermark, stable, log.log_start_offset, found.records, aborted
         )
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self._local.last_stable_offset
 
     def offsets_for_leader_epoch(
         self, requested_epoch: int, current_leader_epoch: int

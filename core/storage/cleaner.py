@@ -149,6 +149,7 @@ def build_cleaned_segments(
                 )
 
             writer.begin(segment)
+            writer.carry_aborted_txns(segment)
             data: bytes | None = None
             for header, batch in _iter_batches(segment, size):
                 producer_last = last_batch_of_producer.get(header.producer_id) == header.base_offset
@@ -286,6 +287,12 @@ class _GroupWriter:
             )
             self._current.roll_base_ms = segment.roll_base_ms  # its age for segment.ms stays
             self.groups.append(self._current)
+
+    def carry_aborted_txns(self, segment: LogSegment) -> None:
+        """The old segment's aborted transactions move to the new one (markers are kept)."""
+        assert self._current is not None
+        for entry in list(segment.txn_index.entries):
+            self._current.txn_index.append(entry)
 
     @property
     def _bytes(self) -> int:

@@ -3,29 +3,48 @@
 Offsets: `log_start_offset` <= `recovery_point` <= `log_end_offset` (LEO, the next offset to
 assign). Everything below the recovery point has been fsync'd; startup re-checks only what is
 above it (loader.py).
+
+The log also keeps the partition's producer state (`producers`), as Kafka's log does: every batch
+appended, as leader or follower, updates it; a transaction's ABORT marker adds an entry to its
+segment's aborted-transaction index. It is snapshotted at each segment roll and at a clean close
+(producer_snapshot.py) and rebuilt on load and after a truncation from the latest snapshot at or
+below the point the log is known good to, plus the batches after it.
 """
 
 from __future__ import annotations
 
+import contextlib
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
+from rlog.core.producer_state import CompletedTxn, Marker, ProducerStateManager
 from rlog.core.records import (
     BatchHeader,
     Compression,
+    CorruptRecordError,
     InvalidRecordError,
+    decode_batch,
     iter_batches,
     patch_base_offset,
     patch_leader_epoch,
+    read_end_txn_marker,
     read_header,
     set_log_append_time,
 )
 from rlog.core.storage.config import LogConfig
 from rlog.core.storage.files import Buffer, FileSlice, FileSystem
 from rlog.core.storage.loader import SWAP_SUFFIX, RecoverySummary, load_log
+from rlog.core.storage.producer_snapshot import (
+    CorruptSnapshotError,
+    list_snapshots,
+    read_snapshot,
+    snapshot_path,
+    write_snapshot,
+)
 from rlog.core.storage.segment import LogSegment
+from rlog.core.storage.txn_index import AbortedTxn
 
 
 class OffsetOutOfRangeError(Exception):
@@ -99,6 +118,11 @@ class Log:
         self._dir_needs_sync = True
         # Counts truncations, so a cleaning pass planned before one knows its work is stale.
         self._truncations = 0
+        self.producers = ProducerStateManager()
+        # Where the last rebuild of the producer state began replaying the log.
+        self.producer_replay_start = 0
+        lost = [s.base_offset for s in self._segments if s.txn_index_lost]
+        self.reload_producer_state(min([recovery_point, self.log_end_offset, *lost]))
 
     # ---- state ----
 
@@ -188,7 +212,28 @@ class Log:
                     set_log_append_time(data, position, now_ms)
             headers = [read_header(data, position) for position, _ in batches]
         self._write(data, headers, now_ms)
+        self._apply_to_producers(data, batches, headers, self.active_segment)
         return _append_info(headers, now_ms if stamp_time else -1)
+
+    def _apply_to_producers(
+        self,
+        data: Buffer,
+        batches: list[tuple[int, BatchHeader]],
+        headers: list[BatchHeader],
+        segment: LogSegment,
+    ) -> None:
+        """The written batches' effect on the producer state; aborts go to the txn index."""
+        for (position, _), header in zip(batches, headers, strict=True):
+            marker = _marker(data, position) if header.is_control else None
+            completed = self.producers.update(header, header.base_offset, marker)
+            if completed is not None and completed.aborted:
+                self._index_abort(segment, completed)
+
+    def _index_abort(self, segment: LogSegment, completed: CompletedTxn) -> None:
+        stable = self.producers.last_stable_offset_after(completed)
+        segment.txn_index.append(
+            AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset, stable)
+        )
 
     def _check_producer_batch(self, header: BatchHeader) -> None:
         """Rules for new data; a follower skips them, as the leader applied them already (and a
@@ -239,6 +284,7 @@ class Log:
         """Start a new active segment at the LEO (unless the active one is still empty)."""
         if self.active_segment.size == 0:
             return self.active_segment
+        self._take_producer_snapshot()
         segment = LogSegment.create(self._fs, self.dir_path, self.log_end_offset, self._config)
         self._segments.append(segment)
         self._dir_needs_sync = True
@@ -374,6 +420,72 @@ class Log:
                     old_segment.release()
             self._segments[first : first + len(old)] = new
 
+    # ---- producer state ----
+
+    def _take_producer_snapshot(self) -> None:
+        """Snapshot the producer state at the LEO. Best effort: a missing or torn snapshot only
+        makes the next rebuild replay more of the log."""
+        if self.producers.end_offset != self.log_end_offset:
+            return
+        with contextlib.suppress(OSError):
+            write_snapshot(self._fs, self.dir_path, self.log_end_offset, self.producers.entries)
+
+    def reload_producer_state(self, good_to: int) -> None:
+        """Rebuild the producer state (and the aborted-transaction index) from the latest
+        snapshot at or below `good_to`, replaying the batches after it. Snapshots past the LEO
+        are deleted (their offsets are no longer this log's)."""
+        start = None
+        for offset in reversed(list_snapshots(self._fs, self.dir_path)):
+            if offset > self.log_end_offset or offset < self._segments[0].base_offset:
+                self._remove_snapshot(offset)
+            elif start is None and offset <= good_to:
+                try:
+                    entries = read_snapshot(self._fs, self.dir_path, offset)
+                except CorruptSnapshotError:
+                    self._remove_snapshot(offset)
+                    continue
+                self.producers.load(entries, offset)
+                start = offset
+        if start is None:
+            start = self._log_start_offset
+            self.producers.clear(start)
+        self.producer_replay_start = start
+        for segment in self._segments:
+            if segment.next_offset > start:
+                if segment.base_offset >= start:
+                    segment.txn_index.reset()
+                else:
+                    segment.txn_index.truncate_to(start)
+                self._replay_into_producers(segment, start)
+
+    def _replay_into_producers(self, segment: LogSegment, start: int) -> None:
+        for position, header in segment.batches_from(start):
+            if header.base_offset < start:
+                continue  # the snapshot has it
+            marker = None
+            if header.is_control:
+                marker = _marker(segment.read_batch(position, header), 0)
+            completed = self.producers.update(header, header.base_offset, marker)
+            if completed is not None and completed.aborted:
+                self._index_abort(segment, completed)
+        self.producers.end_offset = segment.next_offset
+
+    def _remove_snapshot(self, offset: int) -> None:
+        path = snapshot_path(self.dir_path, offset)
+        if self._fs.exists(path):
+            self._fs.remove(path)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [fetch_offset, upper_bound), for read_committed
+        fetches: each is indexed in the segment of its marker, at or after `fetch_offset`."""
+        found: list[AbortedTxn] = []
+        index = bisect_right(self._segments, fetch_offset, key=lambda s: s.base_offset) - 1
+        for segment in self._segments[max(index, 0) :]:
+            if segment.base_offset >= upper_bound and found:
+                break
+            found += segment.txn_index.overlapping(fetch_offset, upper_bound)
+        return found
+
     # ---- retention and truncation ----
 
     def delete_retained_segments(self, now_ms: int, high_watermark: int | None = None) -> int:
@@ -424,6 +536,9 @@ class Log:
             self._recovery_point = max(self._recovery_point, self._log_start_offset)
             for segment in doomed:
                 segment.delete()
+            for offset in list_snapshots(self._fs, self.dir_path):
+                if offset < self._segments[0].base_offset:
+                    self._remove_snapshot(offset)
         return count
 
     def truncate_to(self, offset: int) -> None:
@@ -443,6 +558,17 @@ class Log:
         log_end_offset = self.log_end_offset
         self._recovery_point = min(self._recovery_point, log_end_offset)
         self._log_start_offset = min(self._log_start_offset, log_end_offset)
+        self._forget_snapshots_from(log_end_offset + 1)
+        self.reload_producer_state(log_end_offset)
+
+    def _forget_snapshots_from(self, offset: int) -> None:
+        """Delete the snapshots at or past `offset`, durably: one that came back after a crash
+        would describe batches this log no longer holds."""
+        doomed = [o for o in list_snapshots(self._fs, self.dir_path) if o >= offset]
+        for snapshot in doomed:
+            self._remove_snapshot(snapshot)
+        if doomed:
+            self._fs.sync_dir(self.dir_path)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete everything; the log restarts empty at `offset`."""
@@ -453,9 +579,15 @@ class Log:
         self._log_start_offset = offset
         self._recovery_point = offset
         self._dir_needs_sync = True
+        self._forget_snapshots_from(0)
+        self.producers.clear(offset)
+        self.producer_replay_start = offset
 
-    def close(self) -> None:
-        """Close the files; flushing and checkpoints are LogManager's clean shutdown."""
+    def close(self, *, snapshot: bool = False) -> None:
+        """Close the files; flushing and checkpoints are LogManager's clean shutdown, which asks
+        for a producer snapshot at the LEO too (the next start replays nothing)."""
+        if snapshot:
+            self._take_producer_snapshot()
         for segment in self._segments:
             segment.close()
 
@@ -464,6 +596,16 @@ class Log:
             f"Log({self.dir_path!r}, log_start_offset={self._log_start_offset}, "
             f"log_end_offset={self.log_end_offset}, recovery_point={self._recovery_point})"
         )
+
+
+def _marker(data: Buffer, position: int) -> Marker | None:
+    """The transaction marker in the control batch at `position`; None if it is not one."""
+    try:
+        records = decode_batch(data, position)
+        control_type, coordinator_epoch = read_end_txn_marker(records[0])
+    except (CorruptRecordError, IndexError):
+        return None
+    return Marker(control_type, coordinator_epoch)
 
 
 def _check_covers(old: Sequence[LogSegment], new: Sequence[LogSegment]) -> None:

@@ -204,7 +204,7 @@ class LogManager:
                 self.checkpoint()
             finally:
                 for log in self._logs.values():
-                    log.close()
+                    log.close(snapshot=True)
         if broker_epoch >= 0:
             document = {"version": 0, "brokerEpoch": broker_epoch}
             path = os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE)

@@ -23,10 +23,12 @@ from rlog.core.records import (
 from rlog.core.storage.config import LogConfig
 from rlog.core.storage.files import Buffer, FileSlice, FileSystem, LogFile
 from rlog.core.storage.index import INT32_MAX, CorruptIndexError, OffsetIndex, TimeIndex
+from rlog.core.storage.txn_index import CorruptTxnIndexError, TxnIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
 SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 
 
@@ -66,6 +68,15 @@ class LogSegment:
         self._time_index = TimeIndex(
             fs.open(time_index_path, create=True), base_offset, config.time_index_entries_max
         )
+        txn_path = os.path.join(dir_path, segment_file_name(base_offset, TXN_INDEX_SUFFIX))
+        # Aborted transactions whose marker is here. Unreadable: empty, and `txn_index_lost`
+        # tells the log to rebuild it from the records (producer state replay).
+        self.txn_index_lost = False
+        try:
+            self.txn_index = TxnIndex(fs, txn_path + swap_suffix, load=not create)
+        except CorruptTxnIndexError:
+            self.txn_index = TxnIndex(fs, txn_path + swap_suffix, load=False)
+            self.txn_index_lost = True
         self._next_offset = base_offset
         self._max_timestamp = -1
         self._offset_of_max_timestamp = base_offset
@@ -91,6 +102,7 @@ class LogSegment:
         segment._log.truncate(0)
         segment._offset_index.reset()
         segment._time_index.reset()
+        segment.txn_index.reset()
         return segment
 
     @classmethod
@@ -333,6 +345,16 @@ class LogSegment:
                 return position, header
         return None
 
+    def batches_from(self, offset: int) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of the batch holding `offset` and of every batch after it here."""
+        found = self._find_batch(offset)
+        if found is not None:
+            yield from self._walk_headers(found[0], None)
+
+    def read_batch(self, position: int, header: BatchHeader) -> bytes:
+        """The bytes of the batch at `position` (as `batches_from` found it)."""
+        return self._log.read(position, header.size)
+
     def headers_from(self, offset: int) -> Iterator[BatchHeader]:
         """Headers of the batch holding `offset` and of every batch after it here."""
         found = self._find_batch(offset)
@@ -373,16 +395,18 @@ class LogSegment:
         self._log.truncate(position)
         self._offset_index.truncate_to(offset)
         self._time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self._rescan_tail()
         if self._log.size == 0:
             self.roll_base_ms = None
         return removed_bytes
 
     def flush(self) -> None:
-        """fsync the log and both indexes."""
+        """fsync the log and its indexes."""
         self._log.sync()
         self._offset_index.sync()
         self._time_index.sync()
+        self.txn_index.sync()
 
     def delete(self) -> None:
         """Unlink the files. The log file is not closed: a FileSlice handed to the network may
@@ -392,6 +416,7 @@ class LogSegment:
         for path in self._paths:  # the .log first: a crash in between leaves only index orphans
             if self._fs.exists(path):
                 self._fs.remove(path)
+        self.txn_index.delete()
         self._offset_index.close()
         self._time_index.close()
 
@@ -401,6 +426,8 @@ class LogSegment:
         by then its indexes are in place (loader.py completes or drops the rest).
         """
         new_paths = _segment_paths(self._dir_path, self.base_offset, swap_suffix)
+        txn_path = segment_file_name(self.base_offset, TXN_INDEX_SUFFIX) + swap_suffix
+        self.txn_index.rename(os.path.join(self._dir_path, txn_path))
         for index in (1, 2, 0):
             self._fs.rename(self._paths[index], new_paths[index])
         self._paths = new_paths
@@ -412,11 +439,13 @@ class LogSegment:
         """
         self._offset_index.close()
         self._time_index.close()
+        self.txn_index.close()
 
     def close(self) -> None:
         self._log.close()
         self._offset_index.close()
         self._time_index.close()
+        self.txn_index.close()
 
     def __repr__(self) -> str:
         return (

@@ -208,8 +208,12 @@ def test_missing_middle_segment_drops_what_follows(tmp_path: Path, make_batch: B
     reopened = _open(str(tmp_path), config, log.log_end_offset)
     assert reopened.log_end_offset == middle.base_offset  # offsets must follow on
     assert reopened.recovery_summary.deleted_segments == len(log.segments) - 2
+    # The first segment's files, and the producer snapshot taken when it rolled (at its end):
+    # the later segments' files and snapshots are gone.
+    first = log.segments[0]
     assert sorted(os.listdir(tmp_path)) == sorted(
-        f"{log.segments[0].base_offset:020d}{suffix}" for suffix in (".log", ".index", ".timeindex")
+        [f"{first.base_offset:020d}{suffix}" for suffix in (".log", ".index", ".timeindex")]
+        + [f"{first.next_offset:020d}.snapshot"]
     )
 
 

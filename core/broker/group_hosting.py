@@ -3,11 +3,15 @@
 
 - Leadership decides ownership: when this broker becomes leader of an offsets partition it
   replays the partition's log into the coordinator; when it stops leading it unloads it.
-- The coordinator's `Append`s become acks=all appends to that partition here; their outcome goes
+- The coordinator's `Append`s become acks=all appends to that partition here (a TxnOffsetCommit's
+  as a transactional batch of its producer); their outcome, with the batch's base offset, goes
   back to the coordinator that asked (even if a newer one replaced it since) as `append_done`.
 - Its answers go out with the core's other responses, its events with the Ready.
-- OffsetCommit for partitions of topics that do not exist is refused here, as Kafka 2.x+ does
-  (UNKNOWN_TOPIC_OR_PARTITION); the rest go to the coordinator.
+- OffsetCommit and TxnOffsetCommit for partitions of topics that do not exist are refused here,
+  as Kafka 2.x+ does (UNKNOWN_TOPIC_OR_PARTITION); the rest go to the coordinator.
+- Once the broker has written a producer's transaction marker to an offsets partition, it calls
+  `complete_transaction`: the producer's pending offsets there are committed or dropped. A load
+  replays the markers it finds in the log.
 """
 
 from __future__ import annotations
@@ -24,13 +28,22 @@ from rlog.core.groups import (
     GroupConfig,
     GroupCoordinator,
     GroupEvent,
+    LoadedMarker,
+    LoadedRecord,
     LoadSummary,
     Respond,
 )
 from rlog.core.metadata.image import MetadataImage
 from rlog.core.protocol.apis import ApiKey
 from rlog.core.protocol.errors import ErrorCode
-from rlog.core.records import build_batch, decode_batch, iter_batches
+from rlog.core.records import (
+    ControlType,
+    CorruptRecordError,
+    build_batch,
+    decode_batch,
+    iter_batches,
+    read_end_txn_marker,
+)
 from rlog.core.replication import Replica
 from rlog.core.storage.log import Log
 
@@ -48,7 +61,12 @@ GROUP_APIS: dict[int, tuple[str, bool]] = {
     ApiKey.DESCRIBE_GROUPS: ("describe_groups", False),
     ApiKey.LIST_GROUPS: ("list_groups", False),
     ApiKey.DELETE_GROUPS: ("delete_groups", True),
+    ApiKey.TXN_OFFSET_COMMIT: ("txn_offset_commit", True),
 }
+
+# The APIs whose partitions of unknown topics are refused before the coordinator sees them; their
+# answers share the shape topics[name, partitions[partition_index, error_code]].
+_TOPIC_CHECKED = (ApiKey.OFFSET_COMMIT, ApiKey.TXN_OFFSET_COMMIT)
 
 # Appends a batch to an offsets partition as its leader, then calls back with how it ended.
 Writer = Callable[[int, bytes, Callable[[AppendAnswer], None]], None]
@@ -79,7 +97,7 @@ class GroupHosting:
         self._led: set[int] = set()
         self._tokens: dict[int, Token] = {}  # the coordinator's caller token -> the core's
         self._next_token = 0
-        # OffsetCommit refusals for unknown topics, added to the coordinator's answer.
+        # (Txn)OffsetCommit refusals for unknown topics, added to the coordinator's answer.
         self._unknown_topics: dict[int, list[Body]] = {}
         self._now_ms = 0
         self.events: list[GroupEvent] = []
@@ -145,7 +163,7 @@ class GroupHosting:
         self._tokens[self._next_token] = token
         caller = Caller(self._next_token, version, client_id, client_host)
         coordinator = self.coordinator
-        if api_key == ApiKey.OFFSET_COMMIT:
+        if api_key in _TOPIC_CHECKED:
             body, unknown = _split_unknown_topics(body, image)
             if unknown is not None:
                 if not body["topics"]:
@@ -160,6 +178,17 @@ class GroupHosting:
 
     def tick(self, now_ms: int) -> None:
         self._run(self.coordinator, self.coordinator.tick(now_ms))
+
+    def complete_transaction(
+        self, partition: int, producer_id: int, committed: bool, now_ms: int
+    ) -> None:
+        """This broker wrote `producer_id`'s COMMIT (`committed`) or ABORT marker to
+        `__consumer_offsets-<partition>`: its pending offsets there are committed or dropped."""
+        coordinator = self.coordinator
+        self._run(
+            coordinator,
+            coordinator.complete_transaction(partition, producer_id, committed, now_ms),
+        )
 
     def _run(self, coordinator: GroupCoordinator, effects: list[Effect]) -> None:
         for effect in effects:
@@ -179,10 +208,22 @@ class GroupHosting:
 
     def _append(self, coordinator: GroupCoordinator, effect: Append) -> None:
         def done(answer: AppendAnswer) -> None:
-            ended = coordinator.append_done(effect.append_id, answer.error, self._now_ms)
+            ended = coordinator.append_done(
+                effect.append_id, answer.error, self._now_ms, answer.base_offset
+            )
             self._run(coordinator, ended)
 
-        batch = build_batch(list(effect.records), base_timestamp=self._now_ms)
+        if effect.transactional:
+            batch = build_batch(
+                list(effect.records),
+                base_timestamp=self._now_ms,
+                producer_id=effect.producer_id,
+                producer_epoch=effect.producer_epoch,
+                base_sequence=-1,
+                is_transactional=True,
+            )
+        else:
+            batch = build_batch(list(effect.records), base_timestamp=self._now_ms)
         self._write(effect.partition, batch, done)
 
     def observe_clock(self, now_ms: int) -> None:
@@ -190,7 +231,7 @@ class GroupHosting:
 
 
 def _split_unknown_topics(body: Body, image: MetadataImage) -> tuple[Body, list[Body] | None]:
-    """OffsetCommit's partitions of topics that exist, and the refusals of the rest."""
+    """A (Txn)OffsetCommit's partitions of topics that exist, and the refusals of the rest."""
     known: list[Body] = []
     unknown: list[Body] = []
     for topic in body.get("topics") or []:
@@ -217,8 +258,9 @@ def _split_unknown_topics(body: Body, image: MetadataImage) -> tuple[Body, list[
     return {**body, "topics": known}, (unknown or None)
 
 
-def _read_records(log: Log) -> Iterator[tuple[bytes, bytes | None]]:
-    """Every keyed record of a partition's log, oldest first, for a coordinator to replay."""
+def _read_records(log: Log) -> Iterator[LoadedRecord | LoadedMarker]:
+    """Every keyed record and every transaction marker of a partition's log, oldest first, for
+    a coordinator to replay."""
     offset = log.log_start_offset
     end = log.log_end_offset
     while offset < end:
@@ -228,8 +270,23 @@ def _read_records(log: Log) -> Iterator[tuple[bytes, bytes | None]]:
         data = found.read()
         for position, header in iter_batches(data):
             offset = header.last_offset + 1
+            records = decode_batch(data, position)
             if header.is_control:
+                if not (header.is_transactional and records):
+                    continue
+                try:
+                    control_type, _coordinator_epoch = read_end_txn_marker(records[0])
+                except CorruptRecordError:
+                    continue  # a control record that is no transaction marker
+                committed = control_type == ControlType.COMMIT
+                yield LoadedMarker(header.producer_id, committed, records[0].offset)
                 continue
-            for record in decode_batch(data, position):
+            for record in records:
                 if record.key is not None:
-                    yield record.key, record.value
+                    yield LoadedRecord(
+                        record.key,
+                        record.value,
+                        header.producer_id,
+                        header.is_transactional,
+                        record.offset,
+                    )

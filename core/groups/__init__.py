@@ -1,6 +1,7 @@
 """Consumer groups: Kafka's classic group protocol and the offsets kept in `__consumer_offsets`.
 
-`GroupCoordinator` (coordinator.py) is the entry point; `records.py` holds the stored formats.
+`GroupCoordinator` (coordinator.py) is the entry point; `records.py` holds the stored formats,
+`txn_offsets.py` the offsets (committed, and transactional ones pending) and the replay of a log.
 """
 
 from rlog.core.groups.coordinator import (
@@ -15,6 +16,7 @@ from rlog.core.groups.coordinator import (
 )
 from rlog.core.groups.group import Group, GroupState, Member
 from rlog.core.groups.partitioner import group_partition
+from rlog.core.groups.records import LoadedMarker, LoadedRecord
 
 __all__ = [
     "Append",
@@ -26,6 +28,8 @@ __all__ = [
     "GroupEvent",
     "GroupState",
     "LoadSummary",
+    "LoadedMarker",
+    "LoadedRecord",
     "Member",
     "Respond",
     "group_partition",

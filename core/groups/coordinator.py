@@ -5,14 +5,20 @@ version, the client's id and host) and `now`; it returns effects:
 
 - `Respond(token, body)`: answer that request (a body in the protocol's shape, every version's
   fields present; the codec keeps those of the version);
-- `Append(append_id, partition, records)`: write these `(key, value)` records to that partition
-  of `__consumer_offsets` with acks=all, then call `append_done(append_id, error, now)`;
+- `Append(append_id, partition, records, producer_id, producer_epoch, transactional)`: write
+  these `(key, value)` records to that partition of `__consumer_offsets` with acks=all (as one
+  batch; a transactional one of that producer for a TxnOffsetCommit), then call
+  `append_done(append_id, error, now, base_offset)`;
 - `GroupEvent`: a rebalance began, the group became stable or empty, a member was removed.
 
 An answer that depends on a write (an offset commit, the leader's SyncGroup, a delete) is only
 given once the write is acknowledged by the ISR: a committed offset a client was told about
 survives the coordinator's broker failing. Time moves only through `tick(now)`: session
 expiry, the end of a join phase, pending member ids lapsing.
+
+Transactional offsets (TxnOffsetCommit) stay pending for their producer, invisible to OffsetFetch,
+until the broker has written that producer's transaction marker to the group's partition and
+calls `complete_transaction` (see txn_offsets.py for the rules).
 
 Ownership follows the leadership of `__consumer_offsets` partitions: `start_loading`,
 `finish_loading` (the partition's records, replayed) and `unload`. Requests for a group whose
@@ -36,17 +42,18 @@ from rlog.core.groups.group import Group, GroupState, Member
 from rlog.core.groups.partitioner import group_partition
 from rlog.core.groups.records import (
     CommittedOffset,
-    CorruptGroupRecordError,
-    GroupKey,
-    GroupRecord,
-    OffsetKey,
     group_key,
     group_value,
     offset_key,
     offset_value,
-    parse_group_value,
-    parse_key,
-    parse_offset_value,
+)
+from rlog.core.groups.txn_offsets import (
+    Key,
+    Loaded,
+    OffsetStore,
+    StoredOffset,
+    replay,
+    txn_commit_error,
 )
 from rlog.core.protocol.errors import ErrorCode
 
@@ -85,6 +92,9 @@ class Append:
     append_id: int
     partition: int
     records: tuple[Record, ...]
+    producer_id: int = -1
+    producer_epoch: int = -1
+    transactional: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,11 +111,29 @@ class GroupEvent:
 Effect = Respond | Append | GroupEvent
 
 
+# How a write ended: (error, now, the offset of its first record in the log or -1).
+OnDone = Callable[[ErrorCode, int, int], list[Effect]]
+
+
 @dataclass
 class _PendingAppend:
     partition: int
     tenure: int  # the partition's load count when written: a later unload makes it stale
-    on_done: Callable[[ErrorCode, int], list[Effect]]
+    on_done: OnDone
+
+
+@dataclass
+class _TxnWrite:
+    """A TxnOffsetCommit's batch, written but not yet acknowledged."""
+
+    group_id: str
+    partition: int
+    tenure: int
+    producer_id: int
+    entries: list[tuple[Key, CommittedOffset]]  # in the batch's record order
+    # Set when the producer's marker (or the group's deletion) came before the acknowledgement:
+    # the batch is in the log before it, so it is committed (True) or dropped (False) at once.
+    outcome: bool | None = None
 
 
 @dataclass
@@ -113,6 +141,7 @@ class LoadSummary:
     groups: int = 0
     offsets: int = 0
     corrupt_records: int = 0
+    pending_offsets: int = 0  # transactional offsets whose marker is not in the log yet
 
 
 @dataclass
@@ -147,7 +176,8 @@ class GroupCoordinator:
         self.config = config
         self._new_member_id = new_member_id
         self._groups: dict[str, Group] = {}
-        self._offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
+        self._offsets = OffsetStore()
+        self._txn_writes: dict[int, _TxnWrite] = {}  # by append id
         self._partitions: dict[int, _Partition] = {}
         self._tenures = 0
         self._appends: dict[int, _PendingAppend] = {}
@@ -167,37 +197,19 @@ class GroupCoordinator:
         self._partitions[partition] = _Partition(self._tenures)
         return effects
 
-    def finish_loading(self, partition: int, records: Iterable[Record], now: int) -> LoadSummary:
-        """Replay the partition's records (oldest first); its groups are served from here on."""
+    def finish_loading(self, partition: int, records: Iterable[Loaded], now: int) -> LoadSummary:
+        """Replay the partition's records and transaction markers (oldest first; plain
+        `(key, value)` pairs are regular records); its groups are served from here on."""
         state = self._partitions.get(partition)
         if state is None or state.loaded:
             raise ValueError(f"partition {partition} is not loading")
-        summary = LoadSummary()
-        metadata: dict[str, GroupRecord] = {}
-        offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
-        for key_bytes, value in records:
-            try:
-                key = parse_key(key_bytes)
-                if isinstance(key, OffsetKey):
-                    group_offsets = offsets.setdefault(key.group, {})
-                    if value is None:
-                        group_offsets.pop((key.topic, key.partition), None)
-                    else:
-                        group_offsets[(key.topic, key.partition)] = parse_offset_value(value)
-                elif isinstance(key, GroupKey):
-                    if value is None:
-                        metadata.pop(key.group, None)
-                    else:
-                        metadata[key.group] = parse_group_value(value)
-            except CorruptGroupRecordError:
-                summary.corrupt_records += 1
-        for group_id, group_offsets in offsets.items():
-            if group_offsets:
-                self._offsets[group_id] = group_offsets
-                summary.offsets += len(group_offsets)
+        replayed = replay(records)
+        self._offsets.absorb(replayed.offsets)
+        summary = LoadSummary(corrupt_records=replayed.corrupt_records)
+        summary.offsets, summary.pending_offsets = replayed.offsets.counts()
         # This partition's groups only: another loaded partition's groups are live and stay.
-        for group_id in set(metadata) | {g for g, found in offsets.items() if found}:
-            group = Group.from_record(group_id, metadata.get(group_id), now)
+        for group_id in replayed.group_ids | replayed.offsets.groups():
+            group = Group.from_record(group_id, replayed.metadata.get(group_id), now)
             self._groups[group_id] = group
             state.group_ids.add(group_id)
         summary.groups = len(state.group_ids)
@@ -212,7 +224,7 @@ class GroupCoordinator:
         effects: list[Effect] = []
         for group_id in state.group_ids:
             group = self._groups.pop(group_id, None)
-            self._offsets.pop(group_id, None)
+            self._offsets.drop_group(group_id)
             if group is None:
                 continue
             group.state = GroupState.DEAD
@@ -238,15 +250,31 @@ class GroupCoordinator:
         self,
         group_id: str,
         records: list[Record],
-        on_done: Callable[[ErrorCode, int], list[Effect]],
+        on_done: OnDone,
+        producer: tuple[int, int] | None = None,
     ) -> Append:
+        """Write `records` to the group's partition; `producer` (id, epoch): as a transactional
+        batch of that producer."""
         partition = self.partition_for(group_id)
         self._next_append_id += 1
         tenure = self._partitions[partition].tenure
         self._appends[self._next_append_id] = _PendingAppend(partition, tenure, on_done)
-        return Append(self._next_append_id, partition, tuple(records))
+        if producer is None:
+            return Append(self._next_append_id, partition, tuple(records))
+        producer_id, producer_epoch = producer
+        return Append(
+            self._next_append_id,
+            partition,
+            tuple(records),
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            transactional=True,
+        )
 
-    def append_done(self, append_id: int, error: ErrorCode, now: int) -> list[Effect]:
+    def append_done(
+        self, append_id: int, error: ErrorCode, now: int, base_offset: int = -1
+    ) -> list[Effect]:
+        """A write ended; `base_offset`: where its first record is in the log (-1: unknown)."""
         pending = self._appends.pop(append_id, None)
         if pending is None:
             return []
@@ -255,7 +283,7 @@ class GroupCoordinator:
             # The partition moved while the write was in flight: the answer cannot say more
             # than "ask the new coordinator", which reloads whatever did get written.
             error = ErrorCode.NOT_COORDINATOR
-        return pending.on_done(error, now)
+        return pending.on_done(error, now, base_offset if error == ErrorCode.NONE else -1)
 
     # ---- JoinGroup -------------------------------------------------------------------------
 
@@ -476,7 +504,7 @@ class GroupCoordinator:
             group.state = GroupState.EMPTY
             group.protocol = None
             group.leader = None
-            effects.append(self._store_group(group, lambda error, now: []))
+            effects.append(self._store_group(group, lambda error, now, at: []))
             message = f"group {group.group_id} is empty (generation {group.generation})"
             effects.append(GroupEvent("group_empty", group.group_id, message, group.generation))
             return effects
@@ -560,7 +588,7 @@ class GroupCoordinator:
         generation = group.generation
         record = group.to_record(now, assignments)
 
-        def stored(error: ErrorCode, now: int) -> list[Effect]:
+        def stored(error: ErrorCode, now: int, at: int) -> list[Effect]:
             current = self._groups.get(group.group_id)
             if (
                 current is not group
@@ -730,9 +758,33 @@ class GroupCoordinator:
             error = self._commit_check(body, now)
         if error != ErrorCode.NONE:
             return [Respond(caller.token, commit_answer(topics, lambda t, p: error))]
-        errors: dict[tuple[str, int], ErrorCode] = {}
-        records: list[Record] = []
-        entries: dict[tuple[str, int], CommittedOffset] = {}
+        errors, entries = self._offset_entries(topics, now)
+        if not entries:
+            return [Respond(caller.token, commit_answer(topics, lambda t, p: errors[(t, p)]))]
+        if group_id not in self._groups:
+            self._remember(Group(group_id, state_timestamp_ms=now))
+        records = _offset_records(group_id, entries)
+
+        def stored(error: ErrorCode, now: int, base_offset: int) -> list[Effect]:
+            failure = append_error(error, offsets=True)
+            if failure == ErrorCode.NONE and group_id in self._groups:
+                for key, offset in _positioned(entries, base_offset):
+                    self._offsets.commit(group_id, key, offset)
+            return [
+                Respond(
+                    caller.token,
+                    commit_answer(topics, lambda t, p: errors.get((t, p), failure)),
+                )
+            ]
+
+        return [self._append(group_id, records, stored)]
+
+    def _offset_entries(
+        self, topics: list[Body], now: int
+    ) -> tuple[dict[Key, ErrorCode], list[tuple[Key, CommittedOffset]]]:
+        """A commit's offsets to write, in request order, and the refused ones' errors."""
+        errors: dict[Key, ErrorCode] = {}
+        entries: list[tuple[Key, CommittedOffset]] = []
         for topic in topics:
             for part in topic.get("partitions") or []:
                 key = (topic["name"], part["partition_index"])
@@ -746,25 +798,8 @@ class GroupCoordinator:
                     metadata,
                     now,
                 )
-                entries[key] = committed
-                records.append((offset_key(group_id, *key), offset_value(committed)))
-        if not records:
-            return [Respond(caller.token, commit_answer(topics, lambda t, p: errors[(t, p)]))]
-        if group_id not in self._groups:
-            self._remember(Group(group_id, state_timestamp_ms=now))
-
-        def stored(error: ErrorCode, now: int) -> list[Effect]:
-            failure = append_error(error, offsets=True)
-            if failure == ErrorCode.NONE and group_id in self._groups:
-                self._offsets.setdefault(group_id, {}).update(entries)
-            return [
-                Respond(
-                    caller.token,
-                    commit_answer(topics, lambda t, p: errors.get((t, p), failure)),
-                )
-            ]
-
-        return [self._append(group_id, records, stored)]
+                entries.append((key, committed))
+        return errors, entries
 
     def _commit_check(self, body: Body, now: int) -> ErrorCode:
         """Kafka's rules for who may commit (GroupCoordinator.handleCommitOffsets)."""
@@ -794,7 +829,7 @@ class GroupCoordinator:
         group_id: str = body["group_id"]
         error = self._ownership_error(group_id)
         requested = body.get("topics")
-        committed = self._offsets.get(group_id, {})
+        committed = self._offsets.committed(group_id)  # pending offsets are not shown
         if requested is None:  # v2+: every partition with a committed offset
             names = sorted({topic for topic, _ in committed})
             requested = [
@@ -818,6 +853,75 @@ class GroupCoordinator:
             topics.append({"name": topic["name"], "partitions": partitions})
         body_out = {"throttle_time_ms": 0, "topics": topics, "error_code": error}
         return [Respond(caller.token, body_out)]
+
+    # ---- transactional offsets ---------------------------------------------------------------
+
+    def txn_offset_commit(self, caller: Caller, body: Body, now: int) -> list[Effect]:
+        """TxnOffsetCommit: the offsets go to the log as one transactional batch of the
+        producer's; once written they are pending until `complete_transaction`."""
+        group_id: str = body["group_id"]
+        topics = body.get("topics") or []
+        error = ErrorCode.INVALID_GROUP_ID if not group_id else self._ownership_error(group_id)
+        if error == ErrorCode.NONE:
+            error = txn_commit_error(
+                self._groups.get(group_id),
+                body.get("generation_id", NO_GENERATION),
+                body.get("member_id") or "",
+                body.get("group_instance_id"),
+            )
+        if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS and caller.version < 2:
+            error = ErrorCode.COORDINATOR_NOT_AVAILABLE  # what producers before 2.0 can handle
+        if error != ErrorCode.NONE:
+            return [Respond(caller.token, commit_answer(topics, lambda t, p: error))]
+        errors, entries = self._offset_entries(topics, now)
+        if not entries:
+            return [Respond(caller.token, commit_answer(topics, lambda t, p: errors[(t, p)]))]
+        if group_id not in self._groups:
+            self._remember(Group(group_id, state_timestamp_ms=now))
+        producer_id: int = body["producer_id"]
+        producer = (producer_id, body["producer_epoch"])
+
+        def written(error: ErrorCode, now: int, base_offset: int) -> list[Effect]:
+            write = self._txn_writes.pop(append.append_id, None)
+            failure = append_error(error, offsets=True)
+            if failure == ErrorCode.NONE and write is not None and group_id in self._groups:
+                for key, offset in _positioned(entries, base_offset):
+                    if write.outcome is None:
+                        self._offsets.add_pending(producer_id, group_id, key, offset)
+                    elif write.outcome:
+                        self._offsets.commit(group_id, key, offset)
+            answer = commit_answer(topics, lambda t, p: errors.get((t, p), failure))
+            return [Respond(caller.token, answer)]
+
+        append = self._append(group_id, _offset_records(group_id, entries), written, producer)
+        tenure = self._partitions[append.partition].tenure
+        self._txn_writes[append.append_id] = _TxnWrite(
+            group_id, append.partition, tenure, producer_id, entries
+        )
+        return [append]
+
+    def complete_transaction(
+        self, partition: int, producer_id: int, committed: bool, now: int
+    ) -> list[Effect]:
+        """The broker wrote `producer_id`'s COMMIT (or ABORT) marker to this offsets partition:
+        that producer's pending offsets in the partition's groups become committed (unless a
+        regular commit later in the log is there already) or are dropped."""
+        state = self._partitions.get(partition)
+        if state is None or not state.loaded:
+            return []  # not ours; a partition still loading replays the marker from its log
+        for write in self._txn_writes.values():
+            # Written before the marker, not acknowledged yet: the marker covers it too.
+            if (
+                write.producer_id == producer_id
+                and write.partition == partition
+                and write.tenure == state.tenure
+                and write.outcome is None
+            ):
+                write.outcome = committed
+        self._offsets.complete(
+            producer_id, committed, lambda group_id: self.partition_for(group_id) == partition
+        )
+        return []
 
     # ---- admin ---------------------------------------------------------------------------------
 
@@ -900,18 +1004,33 @@ class GroupCoordinator:
             if error != ErrorCode.NONE or group is None:
                 results[group_id] = error
                 continue
+            # Pending transactional offsets do not keep a group from being deleted (Kafka): they
+            # get tombstones too, so a transaction that commits later brings nothing back.
+            txn_writes = [i for i, w in self._txn_writes.items() if w.group_id == group_id]
+            keys = list(self._offsets.committed(group_id))
+            unwritten = self._offsets.pending_keys(group_id) | {
+                key for i in txn_writes for key, _ in self._txn_writes[i].entries
+            }
+            keys += sorted(unwritten - set(keys))
             tombstones: list[Record] = [(group_key(group_id), None)]
-            tombstones += [
-                (offset_key(group_id, topic, partition), None)
-                for topic, partition in self._offsets.get(group_id, {})
-            ]
+            tombstones += [(offset_key(group_id, *key), None) for key in keys]
             waiting.add(group_id)
 
-            def deleted(error: ErrorCode, now: int, group_id: str = group_id) -> list[Effect]:
+            def deleted(
+                error: ErrorCode,
+                now: int,
+                at: int,
+                group_id: str = group_id,
+                txn_writes: list[int] = txn_writes,
+            ) -> list[Effect]:
                 failure = append_error(error, offsets=False)
                 results[group_id] = failure
                 if failure == ErrorCode.NONE:
                     self._forget(group_id)
+                    for append_id in txn_writes:  # written before the tombstones
+                        write = self._txn_writes.get(append_id)
+                        if write is not None:
+                            write.outcome = False
                 waiting.discard(group_id)
                 return [] if waiting else [respond()]
 
@@ -924,7 +1043,7 @@ class GroupCoordinator:
         group = self._groups.pop(group_id, None)
         if group is not None:
             group.state = GroupState.DEAD
-        self._offsets.pop(group_id, None)
+        self._offsets.drop_group(group_id)
         state = self._partitions.get(self.partition_for(group_id))
         if state is not None:
             state.group_ids.discard(group_id)
@@ -934,12 +1053,14 @@ class GroupCoordinator:
     def group(self, group_id: str) -> Group | None:
         return self._groups.get(group_id)
 
-    def committed(self, group_id: str) -> dict[tuple[str, int], CommittedOffset]:
-        return dict(self._offsets.get(group_id, {}))
+    def committed(self, group_id: str) -> dict[Key, CommittedOffset]:
+        return self._offsets.committed(group_id)
 
-    def _store_group(
-        self, group: Group, on_done: Callable[[ErrorCode, int], list[Effect]]
-    ) -> Append:
+    def pending(self, group_id: str) -> dict[int, dict[Key, CommittedOffset]]:
+        """The group's transactional offsets waiting for their producer's marker, by producer."""
+        return self._offsets.pending(group_id)
+
+    def _store_group(self, group: Group, on_done: OnDone) -> Append:
         record = group.to_record(group.state_timestamp_ms, {})
         return self._append(
             group.group_id, [(group_key(group.group_id), group_value(record))], on_done
@@ -965,3 +1086,17 @@ def _answer_blocked(member: Member, error: ErrorCode) -> list[Effect]:
         effects.append(Respond(member.sync_token, sync_answer(error)))
         member.sync_token = None
     return effects
+
+
+def _offset_records(group_id: str, entries: list[tuple[Key, CommittedOffset]]) -> list[Record]:
+    return [(offset_key(group_id, *key), offset_value(committed)) for key, committed in entries]
+
+
+def _positioned(
+    entries: list[tuple[Key, CommittedOffset]], base_offset: int
+) -> list[tuple[Key, StoredOffset]]:
+    """The written offsets with their records' offsets in the log (-1 each when not known)."""
+    return [
+        (key, StoredOffset(committed, base_offset + index if base_offset >= 0 else -1))
+        for index, (key, committed) in enumerate(entries)
+    ]

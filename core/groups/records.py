@@ -10,6 +10,10 @@ Kafka's tools (kafka-console-consumer with the offsets formatter, kafka-dump-log
 
 A null value is a tombstone: the offset or the group was deleted. Compaction keeps only the last
 record per key, which is why a key holds exactly the identity of what it describes.
+
+A transactional offset commit (TxnOffsetCommit) is the same offset record in a transactional batch
+of the producer's; a transaction marker of that producer later in the partition commits or aborts
+it. A coordinator that loads a partition replays `LoadedRecord`s and `LoadedMarker`s, oldest first.
 """
 
 from __future__ import annotations
@@ -49,6 +53,26 @@ class CommittedOffset:
     leader_epoch: int = -1
     metadata: str = ""
     commit_timestamp: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedRecord:
+    """A keyed record of an offsets partition, as a loading coordinator replays it."""
+
+    key: bytes
+    value: bytes | None
+    producer_id: int = -1
+    transactional: bool = False  # in a transactional batch: pending until the producer's marker
+    offset: int = -1  # its offset in the partition; -1 when not known
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedMarker:
+    """A transaction marker of an offsets partition: `producer_id`'s transaction ended there."""
+
+    producer_id: int
+    committed: bool  # COMMIT; False for ABORT
+    offset: int = -1
 
 
 @dataclass(frozen=True, slots=True)

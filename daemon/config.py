@@ -85,6 +85,24 @@ _BROKER_KEYS: dict[str, tuple[str, type]] = {
     "group.min.session.timeout.ms": ("group_min_session_timeout_ms", int),
     "group.max.session.timeout.ms": ("group_max_session_timeout_ms", int),
     "group.max.size": ("group_max_size", int),
+    # Idempotent and transactional producers: the transaction coordinator and its internal
+    # topic, __transaction_state, and how long producer state outlives an idle producer.
+    "transaction.state.log.num.partitions": ("transaction_state_log_num_partitions", int),
+    "transaction.state.log.replication.factor": ("transaction_state_log_replication_factor", int),
+    "transaction.state.log.min.isr": ("transaction_state_log_min_isr", int),
+    "transaction.state.log.segment.bytes": ("transaction_state_log_segment_bytes", int),
+    "transaction.max.timeout.ms": ("transaction_max_timeout_ms", int),
+    "transactional.id.expiration.ms": ("transactional_id_expiration_ms", int),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (
+        "transaction_abort_timed_out_transaction_cleanup_interval_ms",
+        int,
+    ),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": (
+        "transaction_remove_expired_transaction_cleanup_interval_ms",
+        int,
+    ),
+    "producer.id.expiration.ms": ("producer_id_expiration_ms", int),
+    "producer.id.expiration.check.interval.ms": ("producer_id_expiration_check_interval_ms", int),
 }
 
 BROKER_KEYS = _BROKER_KEYS  # Kafka's name -> (attribute, type), for tools that edit the file
@@ -135,6 +153,17 @@ class BrokerSettings:
     group_min_session_timeout_ms: int = 6_000
     group_max_session_timeout_ms: int = 1_800_000
     group_max_size: int = 2**31 - 1
+    # As for __consumer_offsets, fewer partitions than Kafka's 50 on one machine.
+    transaction_state_log_num_partitions: int = 16
+    transaction_state_log_replication_factor: int = 3
+    transaction_state_log_min_isr: int = 2
+    transaction_state_log_segment_bytes: int = 100 * 1024 * 1024
+    transaction_max_timeout_ms: int = 900_000
+    transactional_id_expiration_ms: int = 604_800_000
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
+    producer_id_expiration_ms: int = 86_400_000
+    producer_id_expiration_check_interval_ms: int = 600_000
 
     def to_kafka_properties(self) -> dict[str, str]:
         """These settings under Kafka's names, as DescribeConfigs shows them."""
@@ -237,6 +266,15 @@ def broker_settings(table: dict[str, Any]) -> BrokerSettings:
         "offsets.topic.replication.factor",
         "group.min.session.timeout.ms",
         "group.max.size",
+        "transaction.state.log.num.partitions",
+        "transaction.state.log.replication.factor",
+        "transaction.state.log.min.isr",
+        "transaction.max.timeout.ms",
+        "transactional.id.expiration.ms",
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        "producer.id.expiration.ms",
+        "producer.id.expiration.check.interval.ms",
     ):
         if getattr(settings, _BROKER_KEYS[key][0]) < 1:
             raise ConfigError(f"[broker] {key}: must be at least 1")

@@ -7,6 +7,7 @@ from rlog.core.broker.broker import BrokerCore
 from rlog.core.broker.config import (
     INTERNAL_TOPICS,
     OFFSETS_TOPIC,
+    TRANSACTION_STATE_TOPIC,
     BrokerConfig,
     log_config,
     replica_config,
@@ -22,6 +23,7 @@ from rlog.core.broker.messages import (
     MetadataChanged,
     PeerAnswered,
     PeerRequest,
+    ProducerIdsGranted,
     ProposalAnswered,
     Ready,
     Sync,
@@ -34,6 +36,7 @@ from rlog.core.broker.traffic import TrafficCounters
 __all__ = [
     "INTERNAL_TOPICS",
     "OFFSETS_TOPIC",
+    "TRANSACTION_STATE_TOPIC",
     "Append",
     "AppendAnswer",
     "Body",
@@ -45,6 +48,7 @@ __all__ = [
     "MetadataChanged",
     "PeerAnswered",
     "PeerRequest",
+    "ProducerIdsGranted",
     "ProposalAnswered",
     "Ready",
     "Sync",

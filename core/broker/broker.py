@@ -19,10 +19,16 @@ from dataclasses import dataclass
 from itertools import count
 
 from rlog.core import limits
-from rlog.core.broker.config import INTERNAL_TOPICS, OFFSETS_TOPIC, BrokerConfig
+from rlog.core.broker.config import (
+    INTERNAL_TOPICS,
+    OFFSETS_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+    BrokerConfig,
+)
 from rlog.core.broker.fetch_sessions import FollowerFetching
 from rlog.core.broker.group_hosting import GROUP_APIS, WRITE_TIMEOUT_MS, GroupHosting, Loaded
 from rlog.core.broker.hosting import HostedReplicas
+from rlog.core.broker.markers import MarkerDelivery
 from rlog.core.broker.messages import (
     Append,
     AppendAnswer,
@@ -32,6 +38,7 @@ from rlog.core.broker.messages import (
     IsrProposal,
     MetadataChanged,
     PeerAnswered,
+    ProducerIdsGranted,
     ProposalAnswered,
     Ready,
     Sync,
@@ -39,6 +46,7 @@ from rlog.core.broker.messages import (
     TopicPartition,
 )
 from rlog.core.broker.produce import ProduceJob, produce_partition_body
+from rlog.core.broker.producer_ids import ProducerIdPool
 from rlog.core.broker.serving import (
     CONSUMER_REPLICA_ID,
     READ_COMMITTED,
@@ -48,18 +56,21 @@ from rlog.core.broker.serving import (
     not_hosted_error,
 )
 from rlog.core.broker.traffic import TrafficCounters
+from rlog.core.broker.txn_hosting import TXN_APIS, TxnHosting, TxnLoaded
 from rlog.core.controller.api import ReplicaLogEnd
 from rlog.core.metadata.image import MetadataImage
 from rlog.core.protocol.apis import ApiKey
 from rlog.core.protocol.errors import ErrorCode
 from rlog.core.replication import (
     AlterPartitionResponse,
+    AppendOutcome,
     CompleteProduce,
     Effect,
     HighWatermarkChanged,
     ProposeIsr,
     Replica,
     Truncated,
+    TxnMarker,
 )
 from rlog.core.storage.files import FileSlice, FileSystem
 
@@ -96,6 +107,13 @@ class BrokerCore:
             self._group_write,
             self._respond,
         )
+        self.producer_ids = ProducerIdPool()
+        self.markers = MarkerDelivery(
+            config.broker_id, self._write_marker, config.replica_socket_timeout_ms
+        )
+        self.txns = TxnHosting(
+            config.transactions, self._txn_write, self._respond, self.producer_ids, self.markers
+        )
         self._now_ms = now_ms
         self._out = Ready()
         self._handed_out: Ready | None = None
@@ -116,6 +134,7 @@ class BrokerCore:
         self._next_recovery_checkpoint_ms = now_ms + config.log_flush_offset_checkpoint_interval_ms
         self._next_hw_checkpoint_ms = now_ms + config.high_watermark_checkpoint_interval_ms
         self._next_retention_ms = now_ms + config.log_retention_check_interval_ms
+        self._next_producer_expiry_ms = now_ms + config.producer_id_expiration_check_interval_ms
 
     # ---- what the daemon, the CLI and the tests read ----
 
@@ -164,10 +183,24 @@ class BrokerCore:
                 self.image,
                 now_ms,
             )
+        elif isinstance(event, ClientRequest) and event.api_key in TXN_APIS:
+            self.txns.serve(
+                event.token,
+                event.api_key,
+                event.api_version,
+                event.body,
+                event.client_id,
+                event.client_host,
+                now_ms,
+            )
         elif isinstance(event, ClientRequest):
             self._serve(event, now_ms)
+        elif isinstance(event, PeerAnswered) and self.markers.owns(event.token):
+            self.markers.on_answer(event.token, event.body, self.image, self._out.peer_requests)
         elif isinstance(event, PeerAnswered):
             self.followers.on_answer(event.token, event.body, now_ms)
+        elif isinstance(event, ProducerIdsGranted):
+            self.producer_ids.granted(event.first, event.count)
         elif isinstance(event, Append):
             job = ProduceJob(event.token, event.acks, api_version=None)
             position = job.add(event.topic, event.partition)
@@ -201,6 +234,8 @@ class BrokerCore:
             self._apply_metadata(self.image, False, now_ms)
         self.followers.tick(now_ms)
         self.groups.tick(now_ms)
+        self.txns.tick(now_ms)
+        self.markers.tick(self.image, now_ms, self._out.peer_requests)
         self._periodic_duties(now_ms)
         self._settle(now_ms)
 
@@ -293,8 +328,10 @@ class BrokerCore:
         if caught_up:
             hosted.delete_strays(image)
         self.followers.regroup(list(hosted.replicas.items()))
-        # Leadership of __consumer_offsets partitions decides which groups this broker serves.
+        # Leadership of __consumer_offsets partitions decides which groups this broker serves,
+        # that of __transaction_state partitions which transactional ids.
         self.groups.on_metadata(image, lambda p: hosted.get((OFFSETS_TOPIC, p)), now_ms)
+        self.txns.on_metadata(image, lambda p: hosted.get((TRANSACTION_STATE_TOPIC, p)), now_ms)
 
     def _fail_acks_of(self, key: TopicPartition, message: str) -> None:
         for ack_key in [k for k in self._acks if k[0] == key]:
@@ -354,6 +391,8 @@ class BrokerCore:
             self._respond(request.token, self._list_offsets(request.body))
         elif api_key == ApiKey.OFFSET_FOR_LEADER_EPOCH:
             self._respond(request.token, self._epoch_end_offsets(request.body))
+        elif api_key == ApiKey.WRITE_TXN_MARKERS:
+            self._write_txn_markers(request)
         else:
             raise AssertionError(f"the broker core does not serve API {api_key}")
 
@@ -393,16 +432,26 @@ class BrokerCore:
         acks: int,
         timeout_ms: int,
         now_ms: int,
+        *,
+        marker: TxnMarker | None = None,
     ) -> None:
+        """Append a producer's batch (or, with `marker`, a transaction marker) as leader and
+        fill the job's slot now or once the acks and syncs it waits for are done."""
         replica = self.hosted.get(key)
         if replica is None:
             job.fill(position, AppendAnswer(not_hosted_error(self.image, *key)))
             return
         end_before = replica.log_end_offset
         try:
-            outcome = replica.append_as_leader(
-                records, acks, now_ms, required_acks_timeout_ms=max(0, timeout_ms)
-            )
+            outcome: AppendOutcome
+            if marker is not None:
+                outcome = replica.append_marker(
+                    marker, now_ms, required_acks_timeout_ms=max(0, timeout_ms)
+                )
+            else:
+                outcome = replica.append_as_leader(
+                    records, acks, now_ms, required_acks_timeout_ms=max(0, timeout_ms)
+                )
         except OSError as error:
             job.fill(position, AppendAnswer(
                 ErrorCode.KAFKA_STORAGE_ERROR,
@@ -449,6 +498,70 @@ class BrokerCore:
         key = (OFFSETS_TOPIC, partition)
         self._append(job, position, key, batch, -1, WRITE_TIMEOUT_MS, self._now_ms)
         self._finish_if_done(job)
+
+    def _txn_write(
+        self, partition: int, batch: bytes, on_done: Callable[[AppendAnswer], None]
+    ) -> None:
+        """The transaction coordinator's write: acks=all to its state partition, here."""
+        job = ProduceJob(None, -1, api_version=None, on_done=on_done)
+        key = (TRANSACTION_STATE_TOPIC, partition)
+        position = job.add(*key)
+        self._append(job, position, key, batch, -1, WRITE_TIMEOUT_MS, self._now_ms)
+        self._finish_if_done(job)
+
+    # ---- transaction markers ----
+
+    def _write_marker(
+        self, key: TopicPartition, marker: TxnMarker, on_done: Callable[[ErrorCode], None]
+    ) -> None:
+        """Append a transaction marker as the partition's leader (acks=all). Once the ISR has
+        it, a marker on __consumer_offsets settles the producer's transactional offsets."""
+
+        def done(answer: AppendAnswer) -> None:
+            if answer.error == ErrorCode.NONE and key[0] == OFFSETS_TOPIC:
+                self.groups.complete_transaction(
+                    key[1], marker.producer_id, marker.committed, self._now_ms
+                )
+            on_done(answer.error)
+
+        job = ProduceJob(None, -1, api_version=None, on_done=done)
+        position = job.add(*key)
+        self._append(job, position, key, None, -1, WRITE_TIMEOUT_MS, self._now_ms, marker=marker)
+        self._finish_if_done(job)
+
+    def _write_txn_markers(self, request: ClientRequest) -> None:
+        """WriteTxnMarkers from a transaction coordinator: each marker to each partition."""
+        results: list[Body] = []
+        waiting = [0]
+
+        def respond_when_done() -> None:
+            if waiting[0] == 0:
+                self._respond(request.token, {"markers": results})
+
+        for entry in request.body.get("markers") or []:
+            marker = TxnMarker(
+                entry["producer_id"],
+                entry["producer_epoch"],
+                entry["coordinator_epoch"],
+                bool(entry["transaction_result"]),
+            )
+            topics: list[Body] = []
+            results.append({"producer_id": marker.producer_id, "topics": topics})
+            for topic in entry.get("topics") or []:
+                partitions: list[Body] = []
+                topics.append({"name": topic["name"], "partitions": partitions})
+                for index in topic.get("partition_indexes") or []:
+                    answer: Body = {"partition_index": index, "error_code": ErrorCode.NONE}
+                    partitions.append(answer)
+                    waiting[0] += 1
+
+                    def written(error: ErrorCode, answer: Body = answer) -> None:
+                        answer["error_code"] = error
+                        waiting[0] -= 1
+                        respond_when_done()
+
+                    self._write_marker((topic["name"], index), marker, written)
+        respond_when_done()
 
     def _finish_if_done(self, job: ProduceJob) -> None:
         if not job.done or job.answered:
@@ -599,6 +712,7 @@ class BrokerCore:
         """The time the rules use: wall-clock time may step back (NTP), the rules' never does."""
         self._now_ms = max(self._now_ms, now_ms)
         self.groups.observe_clock(self._now_ms)
+        self.txns.observe_clock(self._now_ms)
         return self._now_ms
 
     def _periodic_duties(self, now_ms: int) -> None:
@@ -618,6 +732,10 @@ class BrokerCore:
             self._next_hw_checkpoint_ms = now_ms + config.high_watermark_checkpoint_interval_ms
             if self._hw_dirty:
                 self._due_checkpoints.add("hw")
+        if now_ms >= self._next_producer_expiry_ms:
+            self._next_producer_expiry_ms = now_ms + config.producer_id_expiration_check_interval_ms
+            for _key, replica in self.hosted:
+                replica.log.producers.expire(now_ms, config.producer_id_expiration_ms)
         if now_ms >= self._next_retention_ms:
             self._next_retention_ms = now_ms + config.log_retention_check_interval_ms
             for _key, replica in self.hosted:  # only below the HW, as Kafka
@@ -636,8 +754,17 @@ class BrokerCore:
                     self._serve_parked(parked, now_ms)
         self.followers.plan(now_ms, self._out.peer_requests)
         out = self._out
+        out.peer_requests += self.txns.take_peer_requests()
         out.group_events += self.groups.events
         self.groups.events = []
+        out.txn_events += self.txns.events
+        self.txns.events = []
+        if self.producer_ids.wants_block:
+            self.producer_ids.wants_block = False
+            out.wants_producer_ids = True
+        for txn_loaded in self.txns.loaded:
+            out.log_messages.append(_describe_txn_load(txn_loaded))
+        self.txns.loaded = []
         out.log_messages += self.hosted.log_messages
         self.hosted.log_messages = []
         for loaded in self.groups.loaded:
@@ -658,5 +785,18 @@ def _describe_load(loaded: Loaded | int) -> str:
     return (
         f"coordinator for {OFFSETS_TOPIC}-{loaded.partition} (leader epoch "
         f"{loaded.leader_epoch}): loaded {summary.groups} groups, {summary.offsets} offsets"
+        + (f", skipped {corrupt} corrupt records" if corrupt else "")
+    )
+
+
+def _describe_txn_load(loaded: TxnLoaded | int) -> str:
+    if isinstance(loaded, int):
+        return f"no longer transaction coordinator for {TRANSACTION_STATE_TOPIC}-{loaded}"
+    summary = loaded.summary
+    corrupt = summary.corrupt_records
+    return (
+        f"transaction coordinator for {TRANSACTION_STATE_TOPIC}-{loaded.partition} (coordinator "
+        f"epoch {loaded.coordinator_epoch}): loaded {summary.transactions} transactional ids, "
+        f"{summary.resumed} ending resumed"
         + (f", skipped {corrupt} corrupt records" if corrupt else "")
     )

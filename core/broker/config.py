@@ -12,12 +12,14 @@ from rlog.core.groups import GroupConfig
 from rlog.core.metadata.image import MetadataImage
 from rlog.core.replication import ReplicaConfig
 from rlog.core.storage.config import LOG_CONFIG_NAMES, LogConfig
+from rlog.core.transactions import TxnConfig
 
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
 UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
 REPLICA_LAG_TIME_MAX = "replica.lag.time.max.ms"
 OFFSETS_TOPIC = "__consumer_offsets"  # only its group coordinators append there
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC})
+TRANSACTION_STATE_TOPIC = "__transaction_state"  # only its transaction coordinators append there
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +43,14 @@ class BrokerConfig:
     # The group coordinator's settings; offsets_partitions is offsets.topic.num.partitions,
     # used until __consumer_offsets exists (then its partition count rules).
     groups: GroupConfig = field(default_factory=lambda: GroupConfig(offsets_partitions=16))
+    # The transaction coordinator's settings; state_partitions is
+    # transaction.state.log.num.partitions, used until __transaction_state exists.
+    transactions: TxnConfig = field(
+        default_factory=lambda: TxnConfig(state_partitions=16, offsets_partitions=16)
+    )
+    # Idempotent producers with no transaction are forgotten after this long idle.
+    producer_id_expiration_ms: int = 86_400_000
+    producer_id_expiration_check_interval_ms: int = 600_000
 
     def __post_init__(self) -> None:
         for name in (
@@ -51,6 +61,7 @@ class BrokerConfig:
             "log_flush_offset_checkpoint_interval_ms",
             "high_watermark_checkpoint_interval_ms",
             "log_retention_check_interval_ms",
+            "producer_id_expiration_check_interval_ms",
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")

@@ -20,6 +20,7 @@ from rlog.core.groups import GroupEvent
 from rlog.core.metadata.image import MetadataImage
 from rlog.core.protocol.errors import ErrorCode
 from rlog.core.replication import AlterPartitionResponse, ProposeIsr, Truncated
+from rlog.core.transactions import TxnEvent
 
 Token = Hashable
 Body = dict[str, Any]
@@ -83,7 +84,18 @@ class ProposalAnswered:
     response: AlterPartitionResponse
 
 
-Event = MetadataChanged | ClientRequest | Append | PeerAnswered | ProposalAnswered
+@dataclass(frozen=True, slots=True)
+class ProducerIdsGranted:
+    """The controller's answer to a Ready's `wants_producer_ids`: ids [first, first + count),
+    or count 0 if the request failed."""
+
+    first: int
+    count: int
+
+
+Event = (
+    MetadataChanged | ClientRequest | Append | PeerAnswered | ProposalAnswered | ProducerIdsGranted
+)
 
 
 # ---- outputs ----
@@ -108,6 +120,9 @@ class PeerRequest:
     api_version: int
     body: Body
     timeout_ms: int
+    # Requests on different channels use different connections: a transaction marker must not
+    # wait behind a follower's long-polling Fetch (answers come in request order).
+    channel: str = "replica"
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,16 +150,20 @@ class AppendAnswer:
 class Ready:
     """What the caller must do, in order: `syncs`, then `peer_requests` and `proposals`, then
     `responses`; `checkpoints` (the HW and recovery-point files) whenever convenient before the
-    next Ready. `truncations`, `group_events` and `log_messages` are for people (the broker's
-    log, the event journal)."""
+    next Ready. `wants_producer_ids` asks for a block of producer ids. `truncations`,
+    `group_events`, `txn_events` and `log_messages` are for people (the broker's log, the
+    event journal)."""
 
     syncs: list[Sync] = field(default_factory=list)
     peer_requests: list[PeerRequest] = field(default_factory=list)
     proposals: list[IsrProposal] = field(default_factory=list)
     responses: list[tuple[Token, Body | AppendAnswer | None]] = field(default_factory=list)
     checkpoints: bool = False
+    # Ask the controller for a block of producer ids; step ProducerIdsGranted with its answer.
+    wants_producer_ids: bool = False
     truncations: list[Truncated] = field(default_factory=list)
     group_events: list[GroupEvent] = field(default_factory=list)
+    txn_events: list[TxnEvent] = field(default_factory=list)
     log_messages: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
@@ -154,7 +173,9 @@ class Ready:
             or self.proposals
             or self.responses
             or self.checkpoints
+            or self.wants_producer_ids
             or self.truncations
             or self.group_events
+            or self.txn_events
             or self.log_messages
         )

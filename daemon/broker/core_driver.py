@@ -25,6 +25,7 @@ from rlog.core.broker import (
     Event,
     PeerAnswered,
     PeerRequest,
+    ProducerIdsGranted,
     ProposalAnswered,
     Ready,
     Sync,
@@ -32,7 +33,9 @@ from rlog.core.broker import (
 from rlog.core.groups import GroupEvent
 from rlog.core.protocol.apis import ApiKey
 from rlog.core.replication import AlterPartitionResponse, ProposeIsr, Truncated
+from rlog.core.transactions import TxnEvent
 from rlog.daemon.events import EventJournal
+from rlog.daemon.wire import WireError
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +43,8 @@ log = logging.getLogger(__name__)
 AlterPartitionSender = Callable[[ProposeIsr], Awaitable[AlterPartitionResponse]]
 # Sends a replica's request to a peer broker; returns its answer, or None if it failed.
 PeerSender = Callable[[PeerRequest], Awaitable[Body | None]]
+# Asks the controller for a block of producer ids: (first id, count); raises if it cannot.
+ProducerIdSource = Callable[[], Awaitable[tuple[int, int]]]
 
 
 def now_ms() -> int:
@@ -53,13 +58,20 @@ class BrokerDriver:
         self.journal = journal  # replica events (truncations), if main gives a journal
         self._alter_partition: AlterPartitionSender | None = None
         self._send_to_peer: PeerSender | None = None
+        self._producer_ids: ProducerIdSource | None = None
         self._waiting: dict[Any, asyncio.Future[Any]] = {}
         self._tokens = count()
         self._background: set[asyncio.Task[None]] = set()
 
-    def connect(self, alter_partition: AlterPartitionSender, send_to_peer: PeerSender) -> None:
+    def connect(
+        self,
+        alter_partition: AlterPartitionSender,
+        send_to_peer: PeerSender,
+        producer_ids: ProducerIdSource | None = None,
+    ) -> None:
         self._alter_partition = alter_partition
         self._send_to_peer = send_to_peer
+        self._producer_ids = producer_ids
 
     # ---- inputs ----
 
@@ -113,6 +125,8 @@ class BrokerDriver:
                 self._spawn(self._ask_peer(request))
             for proposal in ready.proposals:
                 self._spawn(self._propose(proposal.token, proposal.proposal))
+            if ready.wants_producer_ids:
+                self._spawn(self._take_producer_ids())
             for token, answer in ready.responses:
                 future = self._waiting.pop(token, None)
                 if future is not None and not future.done():
@@ -126,6 +140,8 @@ class BrokerDriver:
                 self.record_truncation(truncated)
             for event in ready.group_events:
                 self.record_group_event(event)
+            for txn_event in ready.txn_events:
+                self.record_txn_event(txn_event)
             for message in ready.log_messages:
                 log.info("%s", message)
             core.advance(ready, failed_syncs=failed)
@@ -145,6 +161,15 @@ class BrokerDriver:
         assert sender is not None, "connect() first"
         answer = await sender(request)
         self.step(PeerAnswered(request.token, answer))
+
+    async def _take_producer_ids(self) -> None:
+        first, count = -1, 0
+        if self._producer_ids is not None:
+            try:
+                first, count = await self._producer_ids()
+            except (WireError, RuntimeError) as error:
+                log.warning("no producer id block from the controller: %s", error)
+        self.step(ProducerIdsGranted(first, count))
 
     async def _propose(self, token: Any, proposal: ProposeIsr) -> None:
         sender = self._alter_partition
@@ -185,6 +210,16 @@ class BrokerDriver:
                 event.message,
                 group=event.group_id,
                 generation=event.generation,
+                broker=self.core.config.broker_id,
+            )
+
+    def record_txn_event(self, event: TxnEvent) -> None:
+        log.info("%s", event.message)
+        if self.journal is not None:
+            self.journal.record(
+                event.kind,
+                event.message,
+                transactional_id=event.transactional_id,
                 broker=self.core.config.broker_id,
             )
 

@@ -23,7 +23,6 @@ from rlog.core.protocol.errors import ErrorCode
 from rlog.daemon.broker.controller_link import ControllerLink
 from rlog.daemon.broker.core_driver import BrokerDriver
 from rlog.daemon.broker.groups import GroupService
-from rlog.daemon.broker.producer_ids import ProducerIdAllocator
 from rlog.daemon.broker.server import CLIENT_HOST
 from rlog.daemon.config import BrokerSettings
 from rlog.daemon.error_answers import error_answer
@@ -58,7 +57,6 @@ class Handlers:
         settings: BrokerSettings,
         driver: BrokerDriver,
         link: ControllerLink,
-        producer_ids: ProducerIdAllocator,
         groups: GroupService,
     ) -> None:
         self.broker_id = broker_id
@@ -66,7 +64,6 @@ class Handlers:
         self.driver = driver
         self.link = link
         self.settings = settings
-        self.producer_ids = producer_ids
         self.groups = groups
         self.table: dict[ApiKey, Handler] = {
             ApiKey.API_VERSIONS: self.api_versions,
@@ -82,8 +79,16 @@ class Handlers:
             ApiKey.ELECT_LEADERS: self._forward,
             ApiKey.DESCRIBE_CONFIGS: self.describe_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self.incremental_alter_configs,
-            ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
             ApiKey.FIND_COORDINATOR: self.find_coordinator,
+            # Producer ids, the transaction coordinator and transaction markers: the core's.
+            ApiKey.INIT_PRODUCER_ID: self._served_by_core,
+            ApiKey.ADD_PARTITIONS_TO_TXN: self._served_by_core,
+            ApiKey.ADD_OFFSETS_TO_TXN: self._served_by_core,
+            ApiKey.END_TXN: self._served_by_core,
+            ApiKey.WRITE_TXN_MARKERS: self._served_by_core,
+            ApiKey.TXN_OFFSET_COMMIT: self._served_by_core,
+            ApiKey.DESCRIBE_TRANSACTIONS: self._served_by_core,
+            ApiKey.LIST_TRANSACTIONS: self._served_by_core,
             # The group coordinator runs in the broker core too.
             ApiKey.JOIN_GROUP: self._served_by_core,
             ApiKey.SYNC_GROUP: self._served_by_core,
@@ -335,22 +340,6 @@ class Handlers:
         return result | {"configs": configs}
 
     # -- InitProducerId --------------------------------------------------------------------
-    async def init_producer_id(self, request: Request) -> Body:
-        answer: Body = {"throttle_time_ms": 0, "producer_id": -1, "producer_epoch": -1}
-        if request.body.get("transactional_id") is not None:
-            # Transactions come with their coordinator in a later issue; say so instead of
-            # handing out an id that a transactional producer would then misuse.
-            return answer | {"error_code": ErrorCode.INVALID_REQUEST}
-        try:
-            producer_id = await self.producer_ids.allocate()
-        except (WireError, RuntimeError) as error:
-            log.warning("no producer id block from the controller: %s", error)
-            return answer | {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
-        return answer | {
-            "error_code": ErrorCode.NONE,
-            "producer_id": producer_id,
-            "producer_epoch": 0,
-        }
 
 
 def _has_leaders(image: MetadataImage, name: str) -> bool:

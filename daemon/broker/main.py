@@ -17,11 +17,10 @@ from rlog.core.broker import BrokerConfig, BrokerCore, MetadataChanged
 from rlog.daemon.broker.controller_link import ControllerLink
 from rlog.daemon.broker.core_driver import BrokerDriver, now_ms
 from rlog.daemon.broker.faults import Faults
-from rlog.daemon.broker.groups import GroupService, group_config, new_member_id
+from rlog.daemon.broker.groups import GroupService, group_config, new_member_id, txn_config
 from rlog.daemon.broker.handlers import Handlers
 from rlog.daemon.broker.log_cleaner import LogCleaner, clean_limit
 from rlog.daemon.broker.peer_links import PeerLinks
-from rlog.daemon.broker.producer_ids import ProducerIdAllocator
 from rlog.daemon.broker.server import BrokerServer
 from rlog.daemon.broker.traffic import write_traffic
 from rlog.daemon.config import BrokerSettings, ConfigError, load_config
@@ -53,6 +52,9 @@ def broker_config(broker_id: int, settings: BrokerSettings) -> BrokerConfig:
         log_flush_offset_checkpoint_interval_ms=settings.log_flush_offset_checkpoint_interval_ms,
         log_retention_check_interval_ms=settings.log_retention_check_interval_ms,
         groups=group_config(settings),
+        transactions=txn_config(settings),
+        producer_id_expiration_ms=settings.producer_id_expiration_ms,
+        producer_id_expiration_check_interval_ms=settings.producer_id_expiration_check_interval_ms,
     )
 
 
@@ -126,7 +128,7 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
         recovering_log_ends=core.recovering_log_ends,
     )
     peers = PeerLinks(args.id, lambda: link.image, faults)
-    driver.connect(link.alter_partition, peers.send)
+    driver.connect(link.alter_partition, peers.send, link.allocate_producer_ids)
     groups = GroupService(args.id, settings, link)
     handlers = Handlers(
         args.id,
@@ -134,7 +136,6 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
         settings,
         driver,
         link,
-        ProducerIdAllocator(link.allocate_producer_ids),
         groups,
     )
     server = BrokerServer(handlers, settings.socket_request_max_bytes, faults=faults)

@@ -1,6 +1,7 @@
-"""Connections to the other brokers, for the core's follower requests (ApiVersions, Fetch,
-OffsetForLeaderEpoch, ListOffsets): one connection per peer, found in the metadata image,
-reopened after a failure. Chaos rules (network partitions, delays) apply per peer.
+"""Connections to the other brokers, for the core's requests: a follower's (ApiVersions, Fetch,
+OffsetForLeaderEpoch, ListOffsets) and a transaction coordinator's (WriteTxnMarkers). One
+connection per peer and channel, found in the metadata image, reopened after a failure. Chaos
+rules (network partitions, delays) apply per peer.
 """
 
 from __future__ import annotations
@@ -25,11 +26,11 @@ class PeerLinks:
         self.broker_id = broker_id
         self._image = image
         self._faults = faults
-        self._clients: dict[int, KafkaClient] = {}
+        self._clients: dict[tuple[int, str], KafkaClient] = {}
 
     async def send(self, request: PeerRequest) -> Body | None:
         """The peer's answer, or None if it could not be had in time."""
-        client = self._client(request.broker_id)
+        client = self._client(request.broker_id, request.channel)
         if client is None:
             return None
         try:
@@ -46,20 +47,22 @@ class PeerLinks:
             client.close()  # the next request opens a fresh connection
             return None
 
-    def _client(self, peer_id: int) -> KafkaClient | None:
+    def _client(self, peer_id: int, channel: str) -> KafkaClient | None:
+        """The connection to `peer_id` for requests of `channel` (each its own connection, so
+        a marker never waits behind a long-polling fetch)."""
         broker = self._image().brokers.get(peer_id)
         if broker is None:
             return None
-        client = self._clients.get(peer_id)
+        client = self._clients.get((peer_id, channel))
         if client is not None and (client.host, client.port) == (broker.host, broker.port):
             return client
         if client is not None:
             client.close()
         gate = self._faults.gate(broker_name(peer_id)) if self._faults is not None else None
         client = KafkaClient(
-            broker.host, broker.port, client_id=f"broker-{self.broker_id}-fetcher", gate=gate
+            broker.host, broker.port, client_id=f"broker-{self.broker_id}-{channel}", gate=gate
         )
-        self._clients[peer_id] = client
+        self._clients[(peer_id, channel)] = client
         return client
 
     def close(self) -> None:

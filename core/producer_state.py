@@ -253,11 +253,6 @@ class ProducerStateManager:
     def last_stable_offset_after(self, completed: CompletedTxn) -> int:
         """The LSO once `completed` is out of the way (the `.txnindex` entry records it)."""
         firsts = [first for pid, first in self._ongoing.items() if pid != completed.producer_id]
-        firsts += [
-            t.first_offset
-            for t in self._unreplicated
-            if t.first_offset < completed.first_offset and t is not completed
-        ]
         return min(firsts) if firsts else completed.last_offset + 1
 
     def on_high_watermark(self, high_watermark: int) -> None:

@@ -51,7 +51,8 @@ class MarkerDelivery:
         self._timeout_ms = timeout_ms
         self._deliveries: dict[int, _Delivery] = {}
         self._ids = count()
-        self._requests: dict[Token, tuple[int, list[TopicPartition]]] = {}
+        # token -> (delivery, its partitions, when to give up on the answer)
+        self._requests: dict[Token, tuple[int, list[TopicPartition], int]] = {}
         self._now_ms = 0
 
     @property
@@ -77,16 +78,22 @@ class MarkerDelivery:
 
     def tick(self, image: MetadataImage, now_ms: int, out: list[PeerRequest]) -> None:
         self._now_ms = now_ms
+        for token, (_, _, deadline_ms) in list(self._requests.items()):
+            if now_ms >= deadline_ms:  # no answer: lost with its connection; a late one is ignored
+                self.on_answer(token, None, image, out)
         for delivery_id in list(self._deliveries):
             self._send_due(delivery_id, image, now_ms, out)
 
     def owns(self, token: Token) -> bool:
-        return token in self._requests
+        return isinstance(token, tuple) and bool(token) and token[0] == "markers"
 
     def on_answer(
         self, token: Token, body: Body | None, image: MetadataImage, out: list[PeerRequest]
     ) -> None:
-        delivery_id, keys = self._requests.pop(token)
+        found = self._requests.pop(token, None)
+        if found is None:
+            return  # late: given up on already
+        delivery_id, keys, _ = found
         errors: dict[TopicPartition, ErrorCode] = {}
         for marker in (body or {}).get("markers") or []:
             for topic in marker.get("topics") or []:
@@ -121,7 +128,7 @@ class MarkerDelivery:
         local = by_leader.pop(self._broker_id, [])
         for leader, keys in by_leader.items():
             token = ("markers", next(self._ids))
-            self._requests[token] = (delivery_id, keys)
+            self._requests[token] = (delivery_id, keys, now_ms + self._timeout_ms)
             out.append(
                 PeerRequest(
                     token,

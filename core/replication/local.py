@@ -124,6 +124,7 @@ class LocalReplica:
             return []
         self.log.truncate_to(offset)  # the producer state goes back with it
         self.epochs.truncate_from_end(offset)
+        self.log.producers.on_high_watermark(min(self._high_watermark, offset))
         effects: list[Effect] = [Truncated(self.topic, self.partition, offset)]
         if self._high_watermark > self.log.log_end_offset:
             self._high_watermark = self.log.log_end_offset

@@ -477,13 +477,17 @@ class Log:
 
     def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
         """The aborted transactions overlapping [fetch_offset, upper_bound), for read_committed
-        fetches: each is indexed in the segment of its marker, at or after `fetch_offset`."""
+        fetches. Each is indexed in the segment of its marker, at or after `fetch_offset`, but
+        its marker may lie past `upper_bound`: the search goes on until an entry's LSO reaches
+        `upper_bound` (every transaction still open then began at or after it), as Kafka's."""
         found: list[AbortedTxn] = []
         index = bisect_right(self._segments, fetch_offset, key=lambda s: s.base_offset) - 1
         for segment in self._segments[max(index, 0) :]:
-            if segment.base_offset >= upper_bound and found:
-                break
-            found += segment.txn_index.overlapping(fetch_offset, upper_bound)
+            for entry in segment.txn_index.entries:
+                if entry.last_offset >= fetch_offset and entry.first_offset < upper_bound:
+                    found.append(entry)
+                if entry.last_stable_offset >= upper_bound:
+                    return found
         return found
 
     # ---- retention and truncation ----

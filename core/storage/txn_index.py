@@ -105,14 +105,6 @@ class TxnIndex:
             self._open().truncate(0)
             self._rewrite = False
 
-    def overlapping(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
-        """Entries whose transaction overlaps [fetch_offset, upper_bound)."""
-        return [
-            entry
-            for entry in self.entries
-            if entry.last_offset >= fetch_offset and entry.first_offset < upper_bound
-        ]
-
     def sync(self) -> None:
         if self._rewrite:
             file = self._open()

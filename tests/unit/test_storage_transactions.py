@@ -264,3 +264,22 @@ def test_idle_producers_expire_but_not_those_in_a_transaction(tmp_path: Path) ->
     assert sorted(log.producers.expire(now_ms=60_000, expiration_ms=30_000)) == [1]
     assert log.producers.entry(1) is None
     assert log.producers.entry(2) is not None and log.producers.entry(3) is not None
+
+
+def test_an_abort_whose_marker_rolled_into_the_next_segment_is_listed_for_the_one_before(
+    tmp_path: Path,
+) -> None:
+    """The marker is indexed in its own (later) segment; a fetch that reads only the earlier
+    segment must still be told, or a read_committed consumer reads the aborted records. (Found
+    by the simulator: the search stopped at the segment end once it had found another abort.)"""
+    log = _open(tmp_path, LogConfig(segment_bytes=300))
+    log.append(_batch(2, 0, txn=True), 0)  # 0: producer 2's transaction, aborted later
+    log.append(_batch(4, 0, txn=True), 0)  # 1: producer 4's
+    log.append(_marker(4, commit=False), 0)  # 2: producer 4 aborts, in the first segment
+    while len(log.segments) == 1:
+        log.append(build_batch([(b"k", b"plain")]), 0)
+    log.append(_marker(2, commit=False), 0)  # in the second segment
+    first_segment_end = log.segments[0].next_offset
+    assert [t.producer_id for t in log.segments[1].txn_index.entries] == [2]
+    aborted = log.aborted_transactions(0, first_segment_end)
+    assert sorted((t.producer_id, t.first_offset) for t in aborted) == [(2, 0), (4, 1)]

@@ -43,9 +43,18 @@ from typing import Any
 
 from sim_fs import SimFileSystem
 from sim_groups import GROUPS, OFFSETS_PARTITIONS, GroupModel
+from sim_txns import (
+    TXN_STATE_PARTITIONS,
+    TXN_TOPIC,
+    TXN_TOPIC_PARTITIONS,
+    TXNS,
+    TxnModel,
+    TxnViolation,
+)
 
 from rlog.core.broker import (
     OFFSETS_TOPIC,
+    TRANSACTION_STATE_TOPIC,
     Body,
     BrokerConfig,
     BrokerCore,
@@ -53,9 +62,11 @@ from rlog.core.broker import (
     Event,
     MetadataChanged,
     PeerAnswered,
+    ProducerIdsGranted,
     ProposalAnswered,
 )
 from rlog.core.controller import (
+    AllocateProducerIdsRequest,
     AlterPartitionRequest,
     BrokerHeartbeatRequest,
     Controller,
@@ -74,6 +85,7 @@ from rlog.core.replication import AlterPartitionResponse, ProposeIsr, Replica
 from rlog.core.storage.config import LogConfig
 from rlog.core.storage.files import FileSlice
 from rlog.core.storage.log import Log
+from rlog.core.transactions import TxnConfig
 
 TOPIC = "t"
 BROKERS = (1, 2, 3)
@@ -287,6 +299,7 @@ class BrokerNode:
             ),
         )
         self.alters: dict[Any, Any] = {}  # AlterPartition token -> the core's proposal token
+        self.producer_ids_deadline_ms: int | None = None  # a block request is out until then
         self.register_deadline_ms = -1
         self.next_heartbeat_ms = self.sim.now_ms
         self.next_tick_ms = self.sim.now_ms
@@ -332,6 +345,8 @@ class BrokerNode:
                 self._send(request.broker_id, "peer_request", body)
             for proposal in ready.proposals:
                 self._propose(proposal.token, proposal.proposal)
+            if ready.wants_producer_ids:
+                self._ask_producer_ids()
             for token, answer in ready.responses:
                 self._respond(token, answer)
             if ready.checkpoints:
@@ -345,7 +360,18 @@ class BrokerNode:
                 self.sim.trace(f"b{self.broker_id} {message}")
             for event in ready.group_events:
                 self.sim.trace(f"b{self.broker_id} {event.message}")
+            for txn_event in ready.txn_events:
+                self.sim.trace(f"b{self.broker_id} {txn_event.message}")
             core.advance(ready, failed_syncs=failed)
+
+    def _ask_producer_ids(self) -> None:
+        """AllocateProducerIds to the controller; a lost answer counts as a failure once the
+        request times out, as the daemon's does."""
+        self.producer_ids_deadline_ms = self.sim.now_ms + REQUEST_TIMEOUT_MS
+        epoch = self.broker_epoch if self.broker_epoch is not None else -1
+        self._send(
+            CONTROLLER, "request", AllocateProducerIdsRequest(self._token(), self.broker_id, epoch)
+        )
 
     def _propose(self, core_token: Any, proposal: ProposeIsr) -> None:
         self.sim.trace(f"b{self.broker_id} {proposal!r}")
@@ -409,6 +435,16 @@ class BrokerNode:
         elif name == "BrokerHeartbeatResponse":
             if response.error in (ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_REGISTERED):
                 self.broker_epoch = None
+        elif name == "AllocateProducerIdsResponse":
+            if self.producer_ids_deadline_ms is not None:
+                self.producer_ids_deadline_ms = None
+                granted = response.error == ErrorCode.NONE
+                self.step(
+                    ProducerIdsGranted(
+                        response.producer_id_start if granted else -1,
+                        response.producer_id_len if granted else 0,
+                    )
+                )
         elif name == "AlterPartitionResponse":
             core_token = self.alters.pop(token, None)
             if core_token is not None:
@@ -474,6 +510,9 @@ class BrokerNode:
         if now_ms >= self.next_heartbeat_ms:
             self.next_heartbeat_ms = now_ms + HEARTBEAT_MS
             self._heartbeat()
+        if self.producer_ids_deadline_ms is not None and now_ms >= self.producer_ids_deadline_ms:
+            self.producer_ids_deadline_ms = None
+            self.step(ProducerIdsGranted(-1, 0))
         if now_ms >= self.next_tick_ms:  # the daemon's tick interval
             self.next_tick_ms = now_ms + TICK_MS
             self.core.tick(now_ms)
@@ -707,6 +746,7 @@ class Simulation:
         self.brokers = {b: BrokerNode(self, b) for b in BROKERS}
         self.producer = Producer(self)
         self.groups = GroupModel(self)
+        self.txns = TxnModel(self)
         self.fault: tuple[str, Any, int] | None = None  # (kind, target, ends at ms)
         self.faults_injected = 0
         self.topic_created = False
@@ -728,6 +768,11 @@ class Simulation:
                 offsets_partitions=OFFSETS_PARTITIONS,
                 min_session_timeout_ms=1_000,
                 initial_rebalance_delay_ms=self.initial_rebalance_delay_ms,
+            ),
+            transactions=TxnConfig(
+                state_partitions=TXN_STATE_PARTITIONS,
+                offsets_partitions=OFFSETS_PARTITIONS,
+                abort_check_interval_ms=500,
             ),
         )
 
@@ -765,8 +810,10 @@ class Simulation:
         if self.topic_created:
             self.producer.tick()
             self.groups.tick()
+            self.txns.tick()
             if faults:
                 self.groups.nemesis()
+                self.txns.nemesis()
         elif self.controller.alive and len(self.controller.controller.image.live_brokers()) == 3:
             self._create_topics()
         self.check()
@@ -787,6 +834,13 @@ class Simulation:
                     3,
                     configs={**configs, "cleanup.policy": "compact"},
                 ),
+                NewTopic(TXN_TOPIC, TXN_TOPIC_PARTITIONS, 3, configs=configs),
+                NewTopic(
+                    TRANSACTION_STATE_TOPIC,
+                    TXN_STATE_PARTITIONS,
+                    3,
+                    configs={**configs, "cleanup.policy": "compact"},
+                ),
             ],
         )
         self.controller.controller.step(request, self.now_ms)
@@ -795,9 +849,12 @@ class Simulation:
         self.groups.start(self.rng.randint(1, 3))
 
     def all_partitions(self) -> list[tuple[str, int]]:
-        return [(TOPIC, p) for p in range(self.options.partitions)] + [
-            (OFFSETS_TOPIC, p) for p in range(OFFSETS_PARTITIONS)
-        ]
+        return (
+            [(TOPIC, p) for p in range(self.options.partitions)]
+            + [(OFFSETS_TOPIC, p) for p in range(OFFSETS_PARTITIONS)]
+            + [(TXN_TOPIC, p) for p in range(TXN_TOPIC_PARTITIONS)]
+            + [(TRANSACTION_STATE_TOPIC, p) for p in range(TXN_STATE_PARTITIONS)]
+        )
 
     def _deliver(self, envelope: Envelope) -> None:
         dst = envelope.dst
@@ -806,6 +863,9 @@ class Simulation:
             return
         if dst == GROUPS:
             self.groups.receive(*envelope.body)
+            return
+        if dst == TXNS:
+            self.txns.receive(*envelope.body)
             return
         if dst == CONTROLLER:
             if self.controller.alive:
@@ -884,7 +944,7 @@ class Simulation:
             if kind != "cut-peers":
                 others.append(CONTROLLER)
             if kind != "cut-controller":
-                others += [b for b in BROKERS if b != target] + [PRODUCER, GROUPS]
+                others += [b for b in BROKERS if b != target] + [PRODUCER, GROUPS, TXNS]
             for other in others:
                 self.network.cut |= {(target, other), (other, target)}
         else:
@@ -961,6 +1021,7 @@ class Simulation:
         self._end_fault_if_due(now=True)
         self.network.heal()
         self.producer.producing = False
+        self.txns.producing = False
         deadline_ms = self.now_ms + self.options.heal_ms_max
         while not self._quiet():
             if self.now_ms >= deadline_ms:
@@ -984,12 +1045,13 @@ class Simulation:
                     token = self.producer.send(0, leader, b"final")
             self.step(faults=False)
         self._check_isr_agree()
+        self.txns.final_check()
 
     def _final_acked(self) -> bool:
         return any(value == b"final" for _, _, value in self.producer.acked)
 
     def _quiet(self) -> bool:
-        if not self.healthy() or not self.groups.settled():
+        if not self.healthy() or not self.groups.settled() or not self.txns.settled():
             return False
         for topic, partition in self.all_partitions():
             info = self.controller.partition(partition, topic)
@@ -1035,6 +1097,7 @@ class Simulation:
             for replica in broker.replicas.values():
                 parts.append(repr(replica))
         parts.append(f"group clients: {self.groups.describe()}")
+        parts.append(f"transactional producers: {self.txns.describe()}")
         return "; ".join(parts)
 
     def summary(self) -> dict[str, int]:
@@ -1047,6 +1110,8 @@ class Simulation:
             "events": len(self.events),
             "commits_acked": self.groups.commits_acked,
             "rebalances": self.groups.rebalances,
+            "txns_committed": self.txns.committed,
+            "txns_aborted": self.txns.aborted,
         }
 
 
@@ -1066,7 +1131,7 @@ def run_seed(seed: int, options: SimOptions | None = None, *, echo: bool = False
     sim = Simulation(seed, options, echo=echo)
     try:
         sim.run()
-    except InvariantViolation as violation:
+    except (InvariantViolation, TxnViolation) as violation:
         return _outcome(sim, violation.invariant, violation.detail)
     except AssertionError as error:  # a core assertion (a bug, not an error of the world)
         return _outcome(sim, "core-assertion", f"{type(error).__name__}: {error}")

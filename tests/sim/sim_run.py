@@ -73,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         f"({args.seeds / elapsed:.1f} seeds/s, {args.jobs} jobs): {sum(failures.values())} failed "
         f"{dict(failures)}; acked {totals['acked']}, failed {totals['failed']}, unknown "
         f"{totals['unknown']}, faults {totals['faults']}, group commits acked "
-        f"{totals['commits_acked']}, rebalances {totals['rebalances']}, virtual "
+        f"{totals['commits_acked']}, rebalances {totals['rebalances']}, transactions committed "
+        f"{totals['txns_committed']}, aborted {totals['txns_aborted']}, virtual "
         f"{totals['virtual_ms'] / 1000:.0f} s"
     )
     return 1 if failures else 0

@@ -12,7 +12,10 @@ from sim_cluster import Outcome, SimOptions, run_seed
 from rlog.core.broker import fetch_sessions
 from rlog.core.broker.messages import Body
 from rlog.core.broker.produce import ProduceJob
+from rlog.core.groups import GroupCoordinator
+from rlog.core.producer_state import ProducerStateManager
 from rlog.core.replication import TruncationPlan
+from rlog.core.storage.log import Log
 
 SUITE_SEEDS = 600  # the sweep in test_sim_replication.py
 
@@ -75,3 +78,44 @@ def test_a_follower_that_never_truncates_its_divergent_tail_is_found(
     found = first_failure(SimOptions(fetch_versions=(11,)))
     assert found is not None, "the planted bug went unnoticed"
     assert found.invariant.startswith("I10"), found.detail
+
+
+def test_read_committed_fetches_that_list_no_aborted_transactions_are_found(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Planted: a read_committed fetch never lists the aborted transactions."""
+    monkeypatch.setattr(Log, "aborted_transactions", lambda self, fetch, upper: [])
+    found = first_failure()
+    assert found is not None, "the planted bug went unnoticed"
+    assert found.invariant == "txn-aborted-read", found.detail
+
+
+def test_an_lso_that_ignores_open_transactions_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planted: the last stable offset is the high watermark, open transactions or not."""
+    monkeypatch.setattr(ProducerStateManager, "first_unstable_offset", lambda self: None)
+    found = first_failure()
+    assert found is not None, "the planted bug went unnoticed"
+    assert found.invariant in ("txn-partial", "txn-aborted-read"), found.detail
+
+
+def test_a_retried_batch_appended_again_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planted: idempotence off; a retried produce is written a second time."""
+    monkeypatch.setattr(ProducerStateManager, "check", lambda self, header: None)
+    found = first_failure()
+    assert found is not None, "the planted bug went unnoticed"
+    assert found.invariant == "txn-duplicate", found.detail
+
+
+def test_transactional_offsets_kept_on_abort_are_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planted: the group coordinator keeps a transaction's offsets though it aborted."""
+    complete = GroupCoordinator.complete_transaction
+
+    def always_commit(
+        self: GroupCoordinator, partition: int, producer_id: int, committed: bool, now: int
+    ) -> list[object]:
+        return complete(self, partition, producer_id, True, now)  # type: ignore[return-value]
+
+    monkeypatch.setattr(GroupCoordinator, "complete_transaction", always_commit)
+    found = first_failure()
+    assert found is not None, "the planted bug went unnoticed"
+    assert found.invariant == "txn-offsets", found.detail

@@ -48,13 +48,16 @@ def test_seeds_keep_every_invariant(first: int) -> None:
 
 def test_the_sweep_exercises_faults_and_acks() -> None:
     """A sweep where nothing is acknowledged or nothing fails would prove nothing."""
-    totals = {"acked": 0, "unknown": 0, "failed": 0, "faults": 0}
+    totals = {
+        "acked": 0, "unknown": 0, "failed": 0, "faults": 0, "txns_committed": 0, "txns_aborted": 0
+    }  # fmt: skip
     for seed in range(20):
         outcome = run_seed(seed, SUITE_OPTIONS)
         for key in totals:
             totals[key] += outcome.summary[key]
     assert totals["acked"] > 500 and totals["faults"] > 20
     assert totals["unknown"] > 0 and totals["failed"] > 0
+    assert totals["txns_committed"] > 50 and totals["txns_aborted"] > 20
 
 
 # ---- determinism ----

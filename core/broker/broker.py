@@ -57,10 +57,12 @@ from rlog.core.broker.serving import (
 )
 from rlog.core.broker.traffic import TrafficCounters
 from rlog.core.broker.txn_hosting import TXN_APIS, TxnHosting, TxnLoaded
+from rlog.core.broker.verification import TxnVerification
 from rlog.core.controller.api import ReplicaLogEnd
 from rlog.core.metadata.image import MetadataImage
 from rlog.core.protocol.apis import ApiKey
 from rlog.core.protocol.errors import ErrorCode
+from rlog.core.records import BatchHeader, CorruptRecordError, read_header
 from rlog.core.replication import (
     AlterPartitionResponse,
     AppendOutcome,
@@ -114,6 +116,7 @@ class BrokerCore:
         self.txns = TxnHosting(
             config.transactions, self._txn_write, self._respond, self.producer_ids, self.markers
         )
+        self.verification = TxnVerification(config.broker_id, config.replica_socket_timeout_ms)
         self._now_ms = now_ms
         self._out = Ready()
         self._handed_out: Ready | None = None
@@ -197,6 +200,8 @@ class BrokerCore:
             self._serve(event, now_ms)
         elif isinstance(event, PeerAnswered) and self.markers.owns(event.token):
             self.markers.on_answer(event.token, event.body, self.image, self._out.peer_requests)
+        elif isinstance(event, PeerAnswered) and self.verification.owns(event.token):
+            self.verification.on_answer(event.token, event.body)
         elif isinstance(event, PeerAnswered):
             self.followers.on_answer(event.token, event.body, now_ms)
         elif isinstance(event, ProducerIdsGranted):
@@ -236,6 +241,7 @@ class BrokerCore:
         self.groups.tick(now_ms)
         self.txns.tick(now_ms)
         self.markers.tick(self.image, now_ms, self._out.peer_requests)
+        self.verification.tick(now_ms)
         self._periodic_duties(now_ms)
         self._settle(now_ms)
 
@@ -397,6 +403,10 @@ class BrokerCore:
             raise AssertionError(f"the broker core does not serve API {api_key}")
 
     def _respond(self, token: Token, body: Body | AppendAnswer | None) -> None:
+        if self.verification.owns(token):  # the hosted coordinator answered our own question
+            assert isinstance(body, dict)
+            self.verification.on_answer(token, body)
+            return
         self._out.responses.append((token, body))
 
     # ---- produce ----
@@ -420,8 +430,64 @@ class BrokerCore:
                 else:
                     records = data["records"]
                     timeout_ms = body["timeout_ms"]
-                    self._append(job, position, key, records, acks, timeout_ms, now_ms)
+                    opening = self._opens_transaction(key, records)
+                    if opening is not None:
+                        self._verify_then_append(
+                            job, position, key, records, acks, timeout_ms, opening, body
+                        )
+                    else:
+                        self._append(job, position, key, records, acks, timeout_ms, now_ms)
         self._finish_if_done(job)
+
+    def _opens_transaction(self, key: TopicPartition, records: bytes | None) -> BatchHeader | None:
+        """The header of a transactional batch that would open its producer's transaction on
+        this partition (KIP-890: verify it with the coordinator first), else None."""
+        replica = self.hosted.get(key)
+        if replica is None or not replica.is_leader or not records:
+            return None
+        try:
+            header = read_header(records)
+        except CorruptRecordError:
+            return None  # the append refuses it
+        if not header.is_transactional or header.is_control or header.producer_id < 0:
+            return None
+        if replica.producers.has_open_transaction(header.producer_id, header.producer_epoch):
+            return None
+        return header
+
+    def _verify_then_append(
+        self,
+        job: ProduceJob,
+        position: int,
+        key: TopicPartition,
+        records: bytes | None,
+        acks: int,
+        timeout_ms: int,
+        header: BatchHeader,
+        body: Body,
+    ) -> None:
+        def verdict(error: ErrorCode) -> None:
+            if error == ErrorCode.NONE:
+                self._append(job, position, key, records, acks, timeout_ms, self._now_ms)
+            else:
+                message = f"{key[0]}-{key[1]} is not in the producer's transaction"
+                job.fill(position, AppendAnswer(error, message=message))
+            self._finish_if_done(job)
+
+        def ask_locally(token: Token, question: Body) -> None:
+            self.txns.serve(token, ApiKey.ADD_PARTITIONS_TO_TXN, 4, question, "", "", self._now_ms)
+
+        self.verification.ask(
+            key,
+            body.get("transactional_id"),
+            header.producer_id,
+            header.producer_epoch,
+            verdict,
+            self.image,
+            self._now_ms,
+            self._out.peer_requests,
+            ask_locally,
+        )
 
     def _append(
         self,
@@ -524,6 +590,7 @@ class BrokerCore:
                 )
             on_done(answer.error)
 
+        self.verification.marker_written(key, marker.producer_id)
         job = ProduceJob(None, -1, api_version=None, on_done=done)
         position = job.add(*key)
         self._append(job, position, key, None, -1, WRITE_TIMEOUT_MS, self._now_ms, marker=marker)

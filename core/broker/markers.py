@@ -3,9 +3,13 @@ transaction coordinator hosted here (Kafka's TransactionMarkerChannelManager).
 
 Each partition's marker goes to its current leader: appended here directly if that is this
 broker, else sent as WriteTxnMarkers, one request per leader. A partition whose marker could not
-be written (no leader yet, a leader change, too few in-sync replicas, a lost request) is tried
-again after a backoff, with the leader the metadata names then; one whose topic is gone counts
-as done. Once every partition has its marker the coordinator is told. An answer saying the
+be written (no leader yet, a leader change, too few in-sync replicas, a lost request, a broker
+that does not know the partition yet) is tried again after a backoff, with the leader the
+metadata names then. Only a partition this broker's own metadata no longer has (its topic was
+deleted) counts as done without its marker: a restarted broker answers
+UNKNOWN_TOPIC_OR_PARTITION until it has read the metadata, and taking that for a deletion
+completed a commit whose marker was never written (the simulator found its records read as
+aborted). Once every partition has its marker the coordinator is told. An answer saying the
 coordinator or the producer epoch is stale (another coordinator took over) ends the delivery
 without telling it, as in Kafka: the new coordinator finishes the transaction.
 """
@@ -26,7 +30,7 @@ RETRY_BACKOFF_MS = 100
 WRITE_TXN_MARKERS_VERSION = 1
 MARKERS_CHANNEL = "markers"  # peer connections of their own: never queued behind a long fetch
 
-DONE_ERRORS = frozenset({ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
+DONE_ERRORS = frozenset({ErrorCode.NONE})
 STALE_ERRORS = frozenset(
     {ErrorCode.TRANSACTION_COORDINATOR_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH}
 )
@@ -117,8 +121,8 @@ class MarkerDelivery:
             if due_ms > now_ms or key in delivery.sending:
                 continue
             info = image.partition(*key)
-            if info is None:
-                self._partition_ended(delivery_id, key, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            if info is None:  # deleted: no marker is needed where there is no partition
+                delivery.waiting.pop(key, None)
                 continue
             if info.leader < 0:
                 delivery.waiting[key] = now_ms + RETRY_BACKOFF_MS

@@ -1,5 +1,6 @@
 """``rlog chaos kill|terminate|pause|resume|restart TARGET``: faults on command, Pumba's verbs;
-``rlog chaos partition|heal|delay|disk``: network and disk faults inside the brokers.
+``rlog chaos partition|heal|delay|disk|lose-answers``: network and disk faults inside the
+brokers.
 
 TARGET is ``broker-N`` or ``controller``. The request goes to the running rlogd's control socket
 (``DATA_DIR/rlogd.sock``), which signals its own child or rewrites a broker's fault rules:
@@ -16,9 +17,11 @@ import typer
 from rlog.cli import nemesis
 from rlog.cli.discovery import DataDirOption, control_request, settings_of
 from rlog.cli.terminal import CliError, ExitCode
+from rlog.daemon.faults_file import LOSE_ANSWERS_MAX
 
 app = typer.Typer(
-    help="Kill, stop, pause, resume or restart a process; cut links, slow a broker, break a disk.",
+    help="Kill, stop, pause, resume or restart a process; cut links, slow a broker, break a "
+    "disk, lose answers.",
     no_args_is_help=True,
 )
 
@@ -136,7 +139,7 @@ def partition(
 
 @app.command()
 def heal(ctx: typer.Context, data_dir: DataDirOption = None, json_out: JsonOption = False) -> None:
-    """Undo every partition, delay and disk fault."""
+    """Undo every partition, delay, disk fault and lose-answers rule."""
     _apply(ctx, {"op": "heal"}, data_dir, json_out)
 
 
@@ -166,6 +169,32 @@ def disk(
     """Break a broker's disk: full (appends fail with ENOSPC, so produce gets
     KAFKA_STORAGE_ERROR while reads go on), stall (every log write and fsync hangs), ok."""
     _apply(ctx, {"op": "disk", "target": target, "state": state}, data_dir, json_out)
+
+
+@app.command("lose-answers", no_args_is_help=True)
+def lose_answers(
+    ctx: typer.Context,
+    target: Annotated[str, typer.Argument(metavar="TARGET", help="broker-N.", show_default=False)],
+    count: Annotated[
+        int,
+        typer.Option(
+            "--count",
+            metavar="N",
+            min=0,
+            max=LOSE_ANSWERS_MAX,
+            help="How many answers to lose (0 answers every Produce again).",
+        ),
+    ] = 1,
+    data_dir: DataDirOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Kafka's classic duplicate: the broker appends a client's Produce (acks 1 or all), then
+    drops the answer and closes the connection, for the next COUNT such requests. The client
+    retries a batch the log already holds, which writes it twice unless the producer is
+    idempotent. Each run arms COUNT fresh losses, even one repeating the last count; heal or
+    --count 0 disarms what is left. A broker restarted while the rule stands loses COUNT
+    answers again. Only Kafka clients' requests are affected."""
+    _apply(ctx, {"op": "lose-answers", "target": target, "count": count}, data_dir, json_out)
 
 
 @app.command()

@@ -1,5 +1,5 @@
 """Network and disk chaos as rlogd keeps it: which links are cut, which broker is slow, whose
-disk is full or stalled.
+disk is full or stalled, which broker loses its next answers to clients' Produce requests.
 
 rlogd owns these rules and writes each broker's share to the broker's faults file
 (`DIR/broker-N/faults.json`, its shape in daemon/faults_file.py, read by
@@ -11,6 +11,12 @@ Links are cut on both sides: `partition broker-1 broker-2` makes each refuse the
 requests and fail its own to the other. With the controller among the names, the brokers named
 lose their link to it (only brokers connect to the controller). `clients` also cuts Kafka
 clients off the first broker named.
+
+`lose_answers(broker, count)` is an order, not a state: every request arms `count` fresh
+losses in the broker, even one repeating the last count (each carries a new request number),
+and a count of 0 disarms. rlogd does not learn when the broker has used them up, so the rule
+stays in its summary until heal or a count of 0; a broker restarted meanwhile reads it and
+loses that many answers again.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from rlog.daemon.data_dir import CONTROLLER, faults_path
-from rlog.daemon.faults_file import CLIENTS, DISK_STATES, FaultRules
+from rlog.daemon.faults_file import CLIENTS, DISK_STATES, LOSE_ANSWERS_MAX, FaultRules
 
 DELAY_MS_MAX = 60_000
 
@@ -35,6 +41,8 @@ class ChaosRules:
         """`broker_dirs`: broker name -> its data dir, where its faults file goes."""
         self.broker_dirs = broker_dirs
         self.faults = {name: FaultRules() for name in broker_dirs}
+        # Numbers lose-answers requests; never reset, so no two requests share one.
+        self._lose_answers_requests = 0
 
     def faults_path(self, broker: str) -> Path:
         return faults_path(self.broker_dirs[broker])
@@ -82,6 +90,25 @@ class ChaosRules:
             raise ChaosError(f"disk state must be one of {', '.join(DISK_STATES)}, not {state!r}")
         before = self._snapshot()
         self.faults[broker] = replace(self.faults[broker], disk=state)
+        return self._changed(before)
+
+    def lose_answers(self, broker: str, count: int) -> list[str]:
+        """The broker drops its next `count` answers to clients' Produce requests after the
+        append (0: none)."""
+        if broker == CONTROLLER:  # a known process, but one no client produces to
+            raise ChaosError("lose-answers acts on a broker (broker-N), not the controller")
+        self._check_brokers([broker])
+        # bool is an int to Python, but `true` is no count.
+        if isinstance(count, bool) or not 0 <= count <= LOSE_ANSWERS_MAX:
+            raise ChaosError(f"count must be within 0..{LOSE_ANSWERS_MAX}, not {count}")
+        before = self._snapshot()
+        request = 0
+        if count:
+            self._lose_answers_requests += 1
+            request = self._lose_answers_requests
+        self.faults[broker] = replace(
+            self.faults[broker], lose_answers=count, lose_answers_request=request
+        )
         return self._changed(before)
 
     # ---- files ----

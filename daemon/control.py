@@ -41,9 +41,10 @@ log = logging.getLogger("rlogd.control")
 PROCESS_OPS = ("kill", "terminate", "pause", "resume", "restart")
 # Network and disk chaos (rlog.daemon.chaos): {"op": "partition", "targets": [...], "clients":
 # bool}, {"op": "heal"}, {"op": "delay", "target": "broker-N", "ms": M}, {"op": "disk",
-# "target": "broker-N", "state": "stall|full|ok"}; the reply has "message", "changed" (the
-# brokers whose rules changed) and "faults" (every broker's rules now).
-CHAOS_OPS = ("partition", "heal", "delay", "disk")
+# "target": "broker-N", "state": "stall|full|ok"}, {"op": "lose-answers", "target": "broker-N",
+# "count": N}; the reply has "message", "changed" (the brokers whose rules changed) and "faults"
+# (every broker's rules now).
+CHAOS_OPS = ("partition", "heal", "delay", "disk", "lose-answers")
 # {"op": "config"}: the config in force ("config": {"cluster": {...}, "broker": {...}}, "path",
 # "needs_restart"); {"op": "config_set", "key": K, "value": V}: K set in the config file and
 # applied as an edit of the file would be ("applied", "rlogd", "needs_restart").

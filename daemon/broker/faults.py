@@ -1,4 +1,4 @@
-"""Chaos inside one broker: cut network links, added delay, a full or stalled disk.
+"""Chaos inside one broker: cut network links, added delay, a full or stalled disk, lost answers.
 
 rlogd writes the rules to the broker's faults file (JSON, shaped as rlog.daemon.faults_file
 says) and sends it SIGUSR1; the broker reads the file again then, and at start, so a cut link
@@ -8,7 +8,12 @@ stays cut across a restart, as a real network partition would. The rules act whe
 - outbound: requests to a cut peer (the controller, another broker) fail at once;
 - delay: every request in and out waits `delay_ms` first;
 - disk: "full" makes every log append fail with ENOSPC (produce answers KAFKA_STORAGE_ERROR,
-  reads go on); "stall" makes every log write and fsync hang for STALL_S first.
+  reads go on); "stall" makes every log write and fsync hang for STALL_S first;
+- lost answers: the next `lose_answers` answers to Kafka clients' Produce requests are dropped
+  after the append and the connection closed (daemon/broker/server.py asks `take_lost_answer`),
+  so the client retries a batch the log already holds: Kafka's classic duplicate, unless the
+  producer is idempotent. The countdown starts again whenever rlogd arms it (a new
+  lose-answers request), including on the broker's first read of the file at start.
 
 Peers are named as rlogd names processes: "broker-N", "controller", and "clients" for
 everything that is not an rlog process (Kafka clients).
@@ -46,6 +51,7 @@ class Faults:
     path: Path | None
     rules: FaultRules = field(default_factory=FaultRules)
     file_system: ChaosFileSystem = field(default_factory=lambda: ChaosFileSystem())
+    answers_to_lose: int = 0  # the countdown of lost Produce answers
 
     def reload(self) -> None:
         if self.path is None:
@@ -57,6 +63,10 @@ class Faults:
             return
         if rules != self.rules:
             log.warning("chaos: %s", rules.describe())
+        # Armed afresh only by a lose-answers request: a reload for another rule (a new cut, a
+        # delay) must not hand out more losses than were asked for.
+        if _lost_answers_rule(rules) != _lost_answers_rule(self.rules):
+            self.answers_to_lose = rules.lose_answers
         self.rules = rules
         self.file_system.faults.disk_full = rules.disk == "full"
         self.file_system.stalled = rules.disk == "stall"
@@ -64,12 +74,31 @@ class Faults:
     def is_cut(self, peer: str) -> bool:
         return peer in self.rules.cut
 
+    def take_lost_answer(self, client_id: str | None, correlation_id: int) -> bool:
+        """Whether to drop this answer to a client's Produce, which the log already holds; True
+        uses up one of the losses asked for."""
+        if self.answers_to_lose <= 0:
+            return False
+        self.answers_to_lose -= 1
+        log.warning(
+            "chaos: lost the answer to Produce %d from client %r after the append; "
+            "closing its connection (%d more to lose)",
+            correlation_id,
+            client_id,
+            self.answers_to_lose,
+        )
+        return True
+
     async def delay(self) -> None:
         if self.rules.delay_ms:
             await asyncio.sleep(self.rules.delay_ms / 1000)
 
     def gate(self, peer: str) -> OutboundGate:
         return OutboundGate(self, peer)
+
+
+def _lost_answers_rule(rules: FaultRules) -> tuple[int, int]:
+    return rules.lose_answers, rules.lose_answers_request
 
 
 @dataclass(frozen=True)

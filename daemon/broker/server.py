@@ -27,6 +27,7 @@ from rlog.core.protocol.connection import (
     ServerConnection,
 )
 from rlog.daemon.broker.faults import Faults, peer_of
+from rlog.daemon.faults_file import CLIENTS
 
 log = logging.getLogger(__name__)
 
@@ -146,9 +147,13 @@ class BrokerServer:
                         request.api_key,
                         request.api_version,
                     )
+                    _hang_up(client)
                     return
                 if body is None:
                     continue  # acks=0 produce: no response
+                if self._loses_answer(request, body):
+                    _hang_up(client)  # the client sees its connection drop, and retries
+                    return
                 for part in codec.send(request, body):
                     if isinstance(part, bytes | bytearray | memoryview):
                         await loop.sock_sendall(client, part)
@@ -161,6 +166,33 @@ class BrokerServer:
                 item = pending.get_nowait()
                 if item is not None:
                     item[1].cancel()
+
+    def _loses_answer(self, request: Request, body: dict[str, Any]) -> bool:
+        """Chaos: drop this answer to a Kafka client's Produce that appended something. An
+        answer that appended nothing (every partition an error) makes no duplicate, so it does
+        not use up a loss. The rule is about clients: requests from rlog's own processes are
+        always answered."""
+        if self.faults is None or request.api_key != ApiKey.PRODUCE:
+            return False
+        if peer_of(request.client_id) != CLIENTS or not _appended(body):
+            return False
+        return self.faults.take_lost_answer(request.client_id, request.correlation_id)
+
+
+def _appended(produce_response: dict[str, Any]) -> bool:
+    """Whether a Produce answer reports any partition written."""
+    return any(
+        partition.get("error_code") == 0
+        for topic in produce_response.get("responses", ())
+        for partition in topic.get("partition_responses", ())
+    )
+
+
+def _hang_up(client: socket.socket) -> None:
+    """End the connection now, not when the client next sends: the reader, waiting in
+    sock_recv, sees the end of the stream and closes the socket."""
+    with contextlib.suppress(OSError):
+        client.shutdown(socket.SHUT_RDWR)
 
 
 async def _sendfile(client: socket.socket, file_descriptor: int, offset: int, count: int) -> None:

@@ -1,5 +1,6 @@
-"""Network and disk chaos requests (partition, heal, delay, disk): new rules into the brokers'
-faults files, and SIGUSR1 to each broker whose rules changed so it rereads its file."""
+"""Network and disk chaos requests (partition, heal, delay, disk, lose-answers): new rules into
+the brokers' faults files, and SIGUSR1 to each broker whose rules changed so it rereads its
+file."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ class ChaosControl:
         self.rules.write_all()
 
     async def apply(self, op: str, request: dict[str, Any]) -> dict[str, Any]:
-        """partition / heal / delay / disk (see rlog.daemon.chaos): new rules to the brokers."""
+        """partition / heal / delay / disk / lose-answers (see rlog.daemon.chaos): new rules to
+        the brokers."""
         if self.cluster.stopping:
             raise ControlError("rlogd is shutting down")
         try:
@@ -54,14 +56,34 @@ class ChaosControl:
                 message += f", and clients off {names[0]}"
             return changed, message
         if op == "heal":
-            return rules.heal(), "healed every link, delay and disk"
+            return rules.heal(), "healed every link, delay and disk, and disarmed lost answers"
         if op == "delay":
             target, delay_ms = request.get("target"), request.get("ms")
             if not isinstance(target, str) or not isinstance(delay_ms, int):
                 raise ChaosError("delay needs 'target' (broker-N) and 'ms' (an integer)")
             changed = rules.delay(target, delay_ms)
             return changed, f"{target}: every request in and out waits {delay_ms} ms"
+        if op == "lose-answers":
+            return self._lose_answers(request)
         target, state = request.get("target"), request.get("state")
         if not isinstance(target, str) or not isinstance(state, str):
             raise ChaosError("disk needs 'target' (broker-N) and 'state' (stall|full|ok)")
         return rules.disk(target, state), f"{target}: disk {state}"
+
+    def _lose_answers(self, request: dict[str, Any]) -> tuple[list[str], str]:
+        target, count = request.get("target"), request.get("count")
+        # bool is an int to Python, but `true` is no count.
+        if not isinstance(target, str) or not isinstance(count, int) or isinstance(count, bool):
+            raise ChaosError("lose-answers needs 'target' (broker-N) and 'count' (an integer)")
+        changed = self.rules.lose_answers(target, count)
+        if not count:
+            return changed, f"{target}: answers every Produce again"
+        if count == 1:
+            return changed, (
+                f"{target}: the next answer to a client's Produce is lost after the append "
+                "(the connection closes)"
+            )
+        return changed, (
+            f"{target}: the next {count} answers to clients' Produce requests are lost after "
+            "the append (each closes its connection)"
+        )

@@ -1,8 +1,8 @@
 """The ``rlog`` command: the root options, the command tree, and the one place errors print.
 
-Commands live one group per module (cluster, topic, produce, consume, bench, chaos, events)
-and stay thin. ``main`` runs click in non-standalone mode so that every failure, including
-click's own usage errors, comes out as a single ``rlog: error: ...`` line with an
+Commands live one group per module (cluster, topic, produce, consume, group, txn, bench,
+chaos, events) and stay thin. ``main`` runs click in non-standalone mode so that every failure,
+including click's own usage errors, comes out as a single ``rlog: error: ...`` line with an
 :class:`ExitCode`.
 """
 
@@ -22,7 +22,19 @@ except ImportError:  # pragma: no cover - depends on the installed typer
     from click import exceptions as click_errors  # type: ignore[no-redef]
 
 from rlog import __version__
-from rlog.cli import bench, chaos, cluster, config, consume, events, group, manpages, produce, topic
+from rlog.cli import (
+    bench,
+    chaos,
+    cluster,
+    config,
+    consume,
+    events,
+    group,
+    manpages,
+    produce,
+    topic,
+    txn,
+)
 from rlog.cli.discovery import ENV_BOOTSTRAP, ENV_DATA_DIR, Settings, default_data_dir
 from rlog.cli.terminal import CliError, ColorMode, ExitCode, Terminal, one_line
 from rlog.cli.tui.command import tui
@@ -41,6 +53,7 @@ app.add_typer(topic.app, name="topic")
 app.command("produce", no_args_is_help=True)(produce.produce)
 app.command("consume", no_args_is_help=True)(consume.consume)
 app.add_typer(group.app, name="group")
+app.add_typer(txn.app, name="txn")
 app.add_typer(bench.app, name="bench")
 app.add_typer(chaos.app, name="chaos")
 app.add_typer(config.app, name="config")

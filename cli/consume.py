@@ -18,6 +18,12 @@ neither mode commits a record that was not printed:
 * ``--no-auto-commit``: each written batch's offsets (last offset + 1 per partition) are
   committed synchronously before the next batch is read (at-least-once).
 
+``--isolation`` is Kafka's ``isolation.level``. It defaults to read_uncommitted, as
+kafka-console-consumer does (librdkafka, and so kcat, default to read_committed): every record
+in the log up to the high watermark, those of open and aborted transactions too.
+``read_committed`` stops at the last stable offset (LSO) and skips aborted transactions'
+records; transaction markers are never printed.
+
 Offsets follow rpk's ``-o`` (``start|end|N|+N|-N|a:b|:end|@ts|@t1:t2``) with kcat's aliases
 (``beginning|end|stored``); ``--format`` takes rpk/kcat tokens (``%t %p %o %k %v %s %T %d %h %e
 %K %S %%``, ``\t \n``).
@@ -33,6 +39,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from types import FrameType
 from typing import Annotated, Any
 
@@ -65,6 +72,14 @@ from rlog.cli.terminal import CliError, ExitCode, Terminal, parse_properties
 GROUP_ID = "rlog-cli"  # required by confluent-kafka's Consumer; unused with assign()
 BATCH_MESSAGES = 1000  # records taken from librdkafka per consume() call
 POLL_TIMEOUT_S = 0.2  # how long one consume() may block: bounds Ctrl-C latency
+
+
+class Isolation(StrEnum):
+    """Kafka's ``isolation.level``."""
+
+    READ_UNCOMMITTED = "read_uncommitted"
+    READ_COMMITTED = "read_committed"
+
 
 # -- offsets ----------------------------------------------------------------------------
 
@@ -380,6 +395,18 @@ def consume(
             show_default=False,
         ),
     ] = None,
+    isolation: Annotated[
+        Isolation,
+        typer.Option(
+            "--isolation",
+            "--isolation-level",
+            case_sensitive=False,
+            help="isolation.level: read_uncommitted prints every record up to the high "
+            "watermark, those of open and aborted transactions too; read_committed stops at "
+            "the last stable offset and skips aborted transactions. The default is "
+            "kafka-console-consumer's (librdkafka's and kcat's is read_committed).",
+        ),
+    ] = Isolation.READ_UNCOMMITTED,
     properties: Annotated[
         list[str] | None,
         typer.Option(
@@ -422,7 +449,7 @@ def consume(
     check_reachable(address, settings.timeout_s)
     if group is not None:
         member = GroupMember(group, auto_commit is not False, exit_at_end)
-        consumer = _group_consumer(settings, address, properties, member, reset)
+        consumer = _group_consumer(settings, address, properties, member, reset, isolation)
         try:
             topic_partitions(consumer, topic, bootstrap=address, timeout_s=settings.timeout_s)
             _run_group(
@@ -438,7 +465,7 @@ def consume(
         finally:
             close_quietly(consumer)  # leaves the group; with auto-commit, commits first
         return
-    consumer = _consumer(settings, address, properties, eof=True)
+    consumer = _consumer(settings, address, properties, eof=True, isolation=isolation)
     try:
         available = topic_partitions(
             consumer, topic, bootstrap=address, timeout_s=settings.timeout_s
@@ -460,13 +487,19 @@ def consume(
 
 
 def _consumer(
-    settings: Settings, address: str, properties: list[str] | None, *, eof: bool
+    settings: Settings,
+    address: str,
+    properties: list[str] | None,
+    *,
+    eof: bool,
+    isolation: Isolation = Isolation.READ_UNCOMMITTED,
 ) -> Consumer:
     config: dict[str, Any] = {
         "group.id": GROUP_ID,
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         "enable.partition.eof": eof,
+        "isolation.level": isolation.value,
     }
     config.update(parse_properties(properties or []))
     try:
@@ -591,9 +624,11 @@ def _group_consumer(
     properties: list[str] | None,
     member: GroupMember,
     offset_reset: str | None,
+    isolation: Isolation = Isolation.READ_UNCOMMITTED,
 ) -> Consumer:
     config: dict[str, Any] = {
         "group.id": member.group,
+        "isolation.level": isolation.value,
         "enable.auto.commit": member.auto_commit,
         # Offsets are stored by hand once their records are written: librdkafka's automatic
         # store would mark records consumed that -n or a broken pipe left unprinted.

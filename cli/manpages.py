@@ -367,6 +367,22 @@ _RLOG_EXAMPLES: list[tuple[str, str]] = [
     ),
     ("", "rlog consume orders --from-beginning --exit-at-end -f '%k %v\\n'"),
     (
+        "Write four records in two committed transactions, then one in an aborted transaction:",
+        "printf 'a\\nb\\nc\\nd\\n' | rlog produce orders --transactional-id demo --txn-size 2",
+    ),
+    ("", "echo gone | rlog produce orders --transactional-id demo --abort"),
+    (
+        "Read only committed records, then every record, the aborted one too:",
+        "rlog consume orders -o start -e --isolation read_committed",
+    ),
+    ("", "rlog consume orders -o start -e"),
+    (
+        "See the transactional id's state and producer id, and each partition's LSO and HW:",
+        "rlog txn list",
+    ),
+    ("", "rlog txn describe demo"),
+    ("", "rlog topic describe orders"),
+    (
         "See each replica's log end offset and lag while a follower is stopped, then start it:",
         "rlog chaos terminate broker-2",
     ),

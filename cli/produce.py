@@ -1,13 +1,24 @@
 """``rlog produce TOPIC``: one record per stdin line, like kcat -P and kafka-console-producer.
 
 Flags map onto producer properties (``--acks`` is ``acks``, ``--linger-ms`` is ``linger.ms``,
-``--compression`` is ``compression.type``); ``-X key=value`` passes any other property, and wins.
-Nothing is printed on success; failed deliveries are counted and reported, exit code 7.
+``--compression`` is ``compression.type``, ``--idempotent`` is ``enable.idempotence=true``,
+``--transactional-id`` is ``transactional.id``); ``-X key=value`` passes any other property,
+and wins. Nothing is printed on success; failed deliveries are counted and reported, exit code 7.
+
+With a transactional id the records go out in transactions of ``--txn-size`` lines (all of
+stdin by default; the last one may be shorter): each is committed, or with ``--abort`` written
+to the log (flushed) and then aborted, so read_committed consumers never see it. One line per
+transaction goes to stderr (``% Committed transaction 1: 3 records``). A transaction the
+cluster refuses is aborted and reported, exit code 7, and nothing after it is sent.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated
 
@@ -25,7 +36,10 @@ from rlog.cli.discovery import (
     settings_of,
     topic_partitions,
 )
-from rlog.cli.terminal import CliError, ExitCode, parse_properties
+from rlog.cli.terminal import CliError, ExitCode, Terminal, parse_properties
+
+ABORT_ON_INTERRUPT_S = 5.0  # how long Ctrl-C waits for the open transaction's abort
+RETRY_BACKOFF_S = 0.1  # between tries of a transaction call that failed retriably
 
 
 class Acks(StrEnum):
@@ -62,6 +76,10 @@ class DeliveryReport:
         self.failed += 1
         if self.first_error is None:
             self.first_error = error
+
+    def reason(self) -> str:
+        first = self.first_error
+        return f"{first.name()}: {first.str()}" if first is not None else "unknown error"
 
 
 def split_line(line: bytes, separator: bytes | None) -> tuple[bytes | None, bytes]:
@@ -122,6 +140,45 @@ def produce(
             show_default=False,
         ),
     ] = None,
+    idempotent: Annotated[
+        bool,
+        typer.Option(
+            "--idempotent",
+            help="Idempotent producer (enable.idempotence=true): the brokers drop a retried "
+            "batch they already have, so retries never duplicate or reorder records. Needs "
+            "--acks all (the default).",
+        ),
+    ] = False,
+    transactional_id: Annotated[
+        str | None,
+        typer.Option(
+            "--transactional-id",
+            metavar="ID",
+            help="Write in transactions under this transactional.id (implies --idempotent): "
+            "see --txn-size and --abort.",
+            show_default=False,
+        ),
+    ] = None,
+    txn_size: Annotated[
+        int | None,
+        typer.Option(
+            "--txn-size",
+            metavar="N",
+            min=1,
+            help="With --transactional-id: one transaction per N input lines, the last one "
+            "possibly shorter [default: all of stdin in one transaction].",
+            show_default=False,
+        ),
+    ] = None,
+    abort: Annotated[
+        bool,
+        typer.Option(
+            "--abort",
+            help="With --transactional-id: write each transaction's records, then abort it "
+            "instead of committing (read_committed consumers never see them; "
+            "read_uncommitted ones do).",
+        ),
+    ] = False,
     properties: Annotated[
         list[str] | None,
         typer.Option(
@@ -131,7 +188,10 @@ def produce(
     bootstrap: BootstrapOption = None,
     data_dir: DataDirOption = None,
 ) -> None:
-    """Write stdin to TOPIC, one record per line; flush at end of input."""
+    """Write stdin to TOPIC, one record per line; flush at end of input.
+
+    With --transactional-id the records are written in transactions of --txn-size lines, each
+    committed (or, with --abort, aborted), and one line per transaction goes to stderr."""
     settings = settings_of(ctx).override(bootstrap, data_dir)
     config: dict[str, str] = {}
     if acks is not None:
@@ -140,7 +200,14 @@ def produce(
         config["linger.ms"] = str(linger_ms)
     if compression is not None:
         config["compression.type"] = compression.value
+    if transactional_id is not None:
+        if not transactional_id.strip():
+            raise CliError("--transactional-id needs a non-empty id", ExitCode.USAGE)
+        config["transactional.id"] = transactional_id
+    if idempotent or transactional_id is not None:
+        config["enable.idempotence"] = "true"
     config.update(parse_properties(properties or []))
+    check_transaction_flags(config, acks, idempotent, transactional_id, txn_size, abort)
     headers = [(k, v.encode()) for k, v in parse_properties(header or [], flag="--header").items()]
     separator = unescape(key_separator).encode() if key_separator else None
 
@@ -161,31 +228,231 @@ def produce(
         )
 
     report = DeliveryReport()
-    sent = 0
     target = -1 if partition is None else partition  # -1: librdkafka's partitioner decides
-    for line in sys.stdin.buffer:
-        key, value = split_line(line, separator)
-        while True:
-            try:
-                producer.produce(
-                    topic, value, key, partition=target, on_delivery=report, headers=headers or None
-                )
-                break
-            except BufferError:  # the local queue is full: serve delivery reports, retry
-                producer.poll(0.1)
-            except KafkaException as exc:
-                raise kafka_error(exc, bootstrap=address, action="produce", topic=topic) from None
-        sent += 1
-        producer.poll(0)
-        fatal = client_errors.fatal()
-        if fatal is not None:
-            raise kafka_error(fatal, bootstrap=address, action="produce", topic=topic)
+    writer = RecordWriter(producer, topic, target, headers or None, report, client_errors, address)
+    records = (split_line(line, separator) for line in sys.stdin.buffer)
+    if config.get("transactional.id"):
+        transactions = Transactions(
+            producer, writer, settings.terminal, settings.timeout_s, abort=abort
+        )
+        transactions.run(records, txn_size)
+        return
+    for key, value in records:
+        writer.send(key, value)
     producer.flush()
 
     if report.failed:
-        first = report.first_error
-        reason = f"{first.name()}: {first.str()}" if first is not None else "unknown error"
         raise CliError(
-            f"{report.failed} of {sent} records failed delivery to '{topic}' ({reason})",
+            f"{report.failed} of {writer.sent} records failed delivery to '{topic}' "
+            f"({report.reason()})",
             ExitCode.DELIVERY_FAILED,
         )
+
+
+def check_transaction_flags(
+    config: dict[str, str],
+    acks: Acks | None,
+    idempotent: bool,
+    transactional_id: str | None,
+    txn_size: int | None,
+    abort: bool,
+) -> None:
+    """Usage errors for transaction flags without a transactional id, and for an acks that
+    idempotence cannot work with (librdkafka would refuse it with a longer story)."""
+    transactional = bool(config.get("transactional.id"))
+    if txn_size is not None and not transactional:
+        raise CliError(
+            "--txn-size needs --transactional-id: only a transactional producer writes "
+            "transactions",
+            ExitCode.USAGE,
+        )
+    if abort and not transactional:
+        raise CliError(
+            "--abort needs --transactional-id: only a transaction can be aborted", ExitCode.USAGE
+        )
+    if acks is not None and acks is not Acks.ALL and (idempotent or transactional_id):
+        flag = "--transactional-id" if transactional_id else "--idempotent"
+        raise CliError(
+            f"--acks {acks.value} cannot be used with {flag}: an idempotent producer needs "
+            "--acks all (the default)",
+            ExitCode.USAGE,
+        )
+
+
+@dataclass
+class RecordWriter:
+    """Hands records to librdkafka, serving delivery reports while its queue is full."""
+
+    producer: Producer
+    topic: str
+    partition: int
+    headers: list[tuple[str, bytes]] | None
+    report: DeliveryReport
+    client_errors: ClientErrors
+    address: str
+    sent: int = 0
+
+    def send(self, key: bytes | None, value: bytes) -> None:
+        while True:
+            try:
+                self.producer.produce(
+                    self.topic,
+                    value,
+                    key,
+                    partition=self.partition,
+                    on_delivery=self.report,
+                    headers=self.headers,
+                )
+                break
+            except BufferError:  # the local queue is full: serve delivery reports, retry
+                self.producer.poll(0.1)
+            except KafkaException as exc:
+                raise self.error(exc) from None
+        self.sent += 1
+        self.producer.poll(0)
+        fatal = self.client_errors.fatal()
+        if fatal is not None:
+            raise self.error(fatal)
+
+    def error(self, error: KafkaError | KafkaException) -> CliError:
+        return kafka_error(error, bootstrap=self.address, action="produce", topic=self.topic)
+
+
+def _kafka_error_of(exc: KafkaException) -> KafkaError | None:
+    first = exc.args[0] if exc.args else None
+    return first if isinstance(first, KafkaError) else None
+
+
+def _reason(exc: KafkaException) -> str:
+    error = _kafka_error_of(exc)
+    return f"{error.name()}: {error.str()}" if error is not None else str(exc)
+
+
+def records_note(count: int) -> str:
+    return f"{count} record{'' if count == 1 else 's'}"
+
+
+class Transactions:
+    """``--transactional-id``: stdin in transactions of ``size`` records, each committed, or
+    flushed and aborted with ``--abort``; one stderr line per transaction."""
+
+    def __init__(
+        self,
+        producer: Producer,
+        writer: RecordWriter,
+        terminal: Terminal,
+        timeout_s: float,
+        *,
+        abort: bool,
+    ) -> None:
+        self.producer = producer
+        self.writer = writer
+        self.terminal = terminal
+        self.timeout_s = timeout_s
+        self.abort = abort
+        self.number = 0  # transactions begun
+        self.open = False
+        self.in_open = 0  # records of the open transaction
+
+    def run(self, records: Iterable[tuple[bytes | None, bytes]], size: int | None) -> None:
+        self._retrying("initialize the transactional producer", self.producer.init_transactions)
+        try:
+            for key, value in records:
+                if not self.open:
+                    self._begin()
+                    self.number += 1
+                    self.open, self.in_open = True, 0
+                self.writer.send(key, value)
+                self.in_open += 1
+                if size is not None and self.in_open >= size:
+                    self._end()
+            if self.open:
+                self._end()
+        except KeyboardInterrupt:
+            if self.open:  # do not leave it open until the transaction timeout
+                with contextlib.suppress(KafkaException):
+                    self.producer.abort_transaction(ABORT_ON_INTERRUPT_S)
+            raise
+
+    def _begin(self) -> None:
+        try:
+            self.producer.begin_transaction()
+        except KafkaException as exc:
+            raise self._failure(f"begin transaction {self.number + 1}", exc) from None
+
+    def _end(self) -> None:
+        if self.abort:
+            # Into the log first: librdkafka would drop records not yet sent, and the point of
+            # --abort is records in the log that read_committed consumers skip.
+            self.producer.flush(self.timeout_s)
+            self._retrying(f"abort transaction {self.number}", self.producer.abort_transaction)
+        else:
+            self._commit()
+        self.open = False
+        verb = "Aborted" if self.abort else "Committed"
+        self.terminal.note(f"% {verb} transaction {self.number}: {records_note(self.in_open)}")
+
+    def _commit(self) -> None:
+        try:
+            self._retrying(
+                f"commit transaction {self.number}",
+                self.producer.commit_transaction,
+                abortable=True,
+            )
+        except _AbortableError as failure:
+            with contextlib.suppress(KafkaException):
+                self.producer.abort_transaction(self.timeout_s)
+            self.open = False
+            raise CliError(
+                f"transaction {self.number} ({records_note(self.in_open)}) failed and was "
+                f"aborted: {failure.reason}; nothing after it was sent",
+                ExitCode.DELIVERY_FAILED,
+            ) from None
+
+    def _retrying(
+        self, action: str, call: Callable[[float], object], *, abortable: bool = False
+    ) -> None:
+        """Call ``call(timeout)`` again on retriable errors until --timeout has passed. With
+        ``abortable``, an error that needs the transaction aborted is :class:`_AbortableError`;
+        any other failure is a :class:`CliError`."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            remaining = max(0.1, deadline - time.monotonic())
+            try:
+                call(remaining)
+                return
+            except KafkaException as exc:
+                error = _kafka_error_of(exc)
+                if abortable and error is not None and error.txn_requires_abort():
+                    raise _AbortableError(_reason(exc)) from None
+                if error is not None and error.retriable() and time.monotonic() < deadline:
+                    time.sleep(RETRY_BACKOFF_S)
+                    continue
+                raise self._failure(action, exc) from None
+
+    def _failure(self, action: str, exc: KafkaException) -> CliError:
+        error = _kafka_error_of(exc)
+        if error is not None and error.retriable():
+            return CliError(
+                f"{action} failed: no answer from the cluster at {self.writer.address} within "
+                f"{self.timeout_s:g} s ({_reason(exc)})",
+                ExitCode.TIMEOUT,
+            )
+        if error is not None and error.code() in _FENCED:
+            return CliError(
+                f"{action} failed: another producer started with the same transactional id "
+                f"and fenced this one ({_reason(exc)})",
+                ExitCode.FAILURE,
+            )
+        return CliError(f"{action} failed: {_reason(exc)}", ExitCode.FAILURE)
+
+
+_FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED}
+
+
+class _AbortableError(Exception):
+    """The transaction cannot commit (a record failed): it must be aborted."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason

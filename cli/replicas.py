@@ -6,7 +6,8 @@ describe`` and ``rlog topic elect-leaders`` speak the protocol themselves throug
 
 * Metadata v8 from any broker that answers: leaders, leader epochs, replicas, ISR, brokers.
 * ListOffsets v4 "latest" at the leader as a consumer (replica id -1): the high watermark;
-  "earliest": the log start offset.
+  "earliest": the log start offset; "latest" with isolation level 1 (read_committed): the last
+  stable offset (LSO), below which no transaction is open.
 * ListOffsets v4 "latest" with replica id -2 (Kafka's debugging id, answered by followers too)
   at each replica's broker: that replica's log end offset. A replica whose broker is down has
   none.
@@ -31,6 +32,8 @@ CONSUMER = -1
 DEBUGGING_REPLICA = -2  # Kafka's ListOffsets id for "any replica, its log end offset"
 LATEST = -1
 EARLIEST = -2
+READ_UNCOMMITTED = 0  # ListOffsets' isolation_level
+READ_COMMITTED = 1
 NO_LEADER = -1
 ELECTION_TYPES = {"preferred": 0, "unclean": 1}
 
@@ -158,6 +161,7 @@ def list_offsets(
     *,
     timestamp: int,
     replica_id: int,
+    isolation_level: int = READ_UNCOMMITTED,
 ) -> dict[OffsetKey, int | None]:
     """ListOffsets v4 at one broker: {(topic, partition): offset, or None on any error}."""
     keys = list(partitions)
@@ -166,7 +170,7 @@ def list_offsets(
         by_topic[topic].append(partition)
     request = {
         "replica_id": replica_id,
-        "isolation_level": 0,
+        "isolation_level": isolation_level,
         "topics": [
             {
                 "name": topic,
@@ -193,11 +197,19 @@ def offsets_by_broker(
     *,
     timestamp: int,
     replica_id: int,
+    isolation_level: int = READ_UNCOMMITTED,
 ) -> dict[tuple[int, str, int], int | None]:
     """One ListOffsets per broker: {(broker, topic, partition): offset or None}."""
     found: dict[tuple[int, str, int], int | None] = {}
     for broker_id, keys in sorted(wanted.items()):
-        answers = list_offsets(cluster, broker_id, keys, timestamp=timestamp, replica_id=replica_id)
+        answers = list_offsets(
+            cluster,
+            broker_id,
+            keys,
+            timestamp=timestamp,
+            replica_id=replica_id,
+            isolation_level=isolation_level,
+        )
         for (topic, partition), offset in answers.items():
             found[(broker_id, topic, partition)] = offset
     return found
@@ -210,10 +222,15 @@ class ReplicaOffsets:
     high_watermarks: dict[OffsetKey, int | None]
     log_start_offsets: dict[OffsetKey, int | None]
     log_end_offsets: dict[OffsetKey, dict[int, int | None]]
+    # Only when asked for (`stable=True`): the LSO at each leader.
+    last_stable_offsets: dict[OffsetKey, int | None] = field(default_factory=dict)
 
 
-def replica_offsets(cluster: WireCluster, partitions: list[Partition]) -> ReplicaOffsets:
-    """HW and log start at each leader, every replica's LEO at its own broker."""
+def replica_offsets(
+    cluster: WireCluster, partitions: list[Partition], *, stable: bool = False
+) -> ReplicaOffsets:
+    """HW and log start (and with ``stable`` the LSO) at each leader, every replica's LEO at
+    its own broker."""
     at_leader: dict[int, list[OffsetKey]] = defaultdict(list)
     at_replica: dict[int, list[OffsetKey]] = defaultdict(list)
     for p in partitions:
@@ -224,9 +241,22 @@ def replica_offsets(cluster: WireCluster, partitions: list[Partition]) -> Replic
     hws = offsets_by_broker(cluster, at_leader, timestamp=LATEST, replica_id=CONSUMER)
     starts = offsets_by_broker(cluster, at_leader, timestamp=EARLIEST, replica_id=CONSUMER)
     leos = offsets_by_broker(cluster, at_replica, timestamp=LATEST, replica_id=DEBUGGING_REPLICA)
+    lsos = (
+        offsets_by_broker(
+            cluster,
+            at_leader,
+            timestamp=LATEST,
+            replica_id=CONSUMER,
+            isolation_level=READ_COMMITTED,
+        )
+        if stable
+        else {}
+    )
     result = ReplicaOffsets({}, {}, {})
     for p in partitions:
         key = (p.topic, p.partition)
+        if stable:
+            result.last_stable_offsets[key] = lsos.get((p.leader, *key))
         result.high_watermarks[key] = hws.get((p.leader, *key))
         result.log_start_offsets[key] = starts.get((p.leader, *key))
         result.log_end_offsets[key] = {r: leos.get((r, *key)) for r in p.replicas}

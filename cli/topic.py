@@ -1,8 +1,10 @@
 """``rlog topic create|list|describe|delete|elect-leaders``, in kafka-topics.sh's words.
 
 ``describe`` prints kafka-topics.sh ``--describe`` lines and adds what it does not show: the
-leader epoch, the high watermark and each replica's log end offset and lag (asked with rlog's
-own wire client, see :mod:`rlog.cli.replicas`). ``elect-leaders`` is kafka-leader-election.sh.
+leader epoch, the last stable offset (LSO: below it no transaction is open; read_committed
+consumers read up to it), the high watermark and each replica's log end offset and lag (asked
+with rlog's own wire client, see :mod:`rlog.cli.replicas`). ``elect-leaders`` is
+kafka-leader-election.sh.
 """
 
 from __future__ import annotations
@@ -146,6 +148,7 @@ class PartitionView:
     replicas: list[int]
     isr: list[int]
     high_watermark: int | None
+    last_stable_offset: int | None
     log_start_offset: int | None
     log_end_offsets: dict[str, int | None]  # replica id -> its LEO, None when not known
 
@@ -224,6 +227,7 @@ def _partition_views(
                 replicas=p.replicas,
                 isr=p.isr,
                 high_watermark=offsets.high_watermarks[key],
+                last_stable_offset=offsets.last_stable_offsets.get(key),
                 log_start_offset=offsets.log_start_offsets[key],
                 log_end_offsets={str(r): o for r, o in offsets.log_end_offsets[key].items()},
             )
@@ -244,7 +248,7 @@ def _describe_all(
         if missing:
             raise CliError(f"unknown topic '{missing[0]}'", ExitCode.NOT_FOUND)
         every = [p for name in wanted for p in found[name]]
-        offsets = replicas.replica_offsets(cluster, every)
+        offsets = replicas.replica_offsets(cluster, every, stable=True)
     finally:
         cluster.close()
     admin = open_admin(settings, properties) if wanted else None
@@ -288,7 +292,8 @@ def _text(view: TopicView) -> list[str]:
             f"Leader: {p.leader if p.online else 'none'}\t"
             f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}\t"
             f"LeaderEpoch: {p.leader_epoch if p.leader_epoch >= 0 else '-'}\t"
-            f"HW: {_dash(p.high_watermark)}\tLEO: {leos}\tLag: {lags}"
+            f"LSO: {_dash(p.last_stable_offset)}\tHW: {_dash(p.high_watermark)}\t"
+            f"LEO: {leos}\tLag: {lags}"
         )
     return lines
 
@@ -324,8 +329,12 @@ def describe(
     data_dir: DataDirOption = None,
     properties: PropertyOption = None,
 ) -> None:
-    """Describe topics as kafka-topics.sh --describe, plus each partition's leader epoch and
-    high watermark, and each replica's log end offset (LEO) and lag behind the leader.
+    """Describe topics as kafka-topics.sh --describe, plus each partition's leader epoch, last
+    stable offset (LSO) and high watermark (HW), and each replica's log end offset (LEO) and
+    lag behind the leader.
+
+    The LSO is the first offset of the oldest transaction still open (the HW when none is open):
+    read_committed consumers read up to it, read_uncommitted ones up to the HW.
 
     LEOs are asked of each replica's own broker; a replica whose broker is down shows "-"
     (null in JSON). A partition without a leader shows "Leader: none" (-1 in JSON)."""

@@ -451,7 +451,7 @@ def test_describe_shows_each_replicas_log_end_offset_and_lag(cluster3: Cluster) 
     assert sorted(first["isr"]) == [1, 2, 3]
     text = ok(c.run("topic", "describe", name)).out.splitlines()
     assert text[1].startswith(f"\tTopic: {name}\tPartition: 0\tLeader: {first['leader']}\t")
-    assert f"\tLeaderEpoch: {first['leader_epoch']}\tHW: 3\tLEO: " in text[1]
+    assert f"\tLeaderEpoch: {first['leader_epoch']}\tLSO: 3\tHW: 3\tLEO: " in text[1]
     assert "\tLag: " in text[1] and "=0" in text[1].split("Lag: ")[1]
 
     # A follower that is down has no LEO to show; back up, it catches up again.

@@ -621,3 +621,25 @@ def test_a_topic_deleted_and_made_again_in_one_metadata_update_starts_empty(
     cluster.run()
     assert cluster.replica(1).log_end_offset == 0
     assert b"old" not in bytes(partition_of(cluster.answers[cluster.fetch(1, 0)] or {})["records"])
+
+
+# ---- idempotent producers ----
+
+
+def test_an_idle_idempotent_producer_is_forgotten_on_every_replica_after_its_expiry() -> None:
+    """producer.id.expiration.ms, checked every producer.id.expiration.check.interval.ms, on
+    the leader and the follower alike (followers keep producer state for the day they lead)."""
+    cluster = Cluster(
+        config={
+            "producer_id_expiration_ms": 60_000,
+            "producer_id_expiration_check_interval_ms": 10_000,
+        }
+    )
+    records = batch(b"a", producer_id=7, producer_epoch=0, base_sequence=0, base_timestamp=T0)
+    cluster.produce(1, records, acks=-1)
+    cluster.tick(1)  # the follower fetches it
+    assert all(cluster.replica(b).producers.entry(7) is not None for b in (1, 2))
+    cluster.tick(50_000)  # idle 50 s: kept
+    assert all(cluster.replica(b).producers.entry(7) is not None for b in (1, 2))
+    cluster.tick(20_000)  # idle 70 s, and a check has run since 60 s
+    assert all(cluster.replica(b).producers.entry(7) is None for b in (1, 2))

@@ -23,9 +23,12 @@ A pass has three steps, so the daemon can run the heavy middle one off its event
    where it can).
 3. `Log.replace_segments` swaps them in (crash-safe, see there).
 
-Kept whole and left out of the key map: control batches (transaction markers) and, for now, all
-transactional batches (whether their transaction committed is not known here; keeping them loses
-no data, only compacts less). Records without a key cannot be compacted and stay.
+Transactions, as Kafka's cleaner treats them: the caller cleans only below the last stable
+offset, so every transactional batch there belongs to a decided transaction. A committed
+transaction's records are compacted as any others; an aborted one's are removed (the aborted
+transactions come from the segments' `.txnindex`, taken with the plan); markers are kept whole
+(they are small, and a reader needs one to end what an aborted entry starts). Records without a
+key cannot be compacted and stay.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from rlog.core.storage.files import FileSystem
 from rlog.core.storage.loader import CLEANED_SUFFIX
 from rlog.core.storage.log import Log, StaleCleaningError
 from rlog.core.storage.segment import LogSegment
+from rlog.core.storage.txn_index import AbortedTxn
 
 # The cleaner buffers this many bytes of output before one append to the new segment.
 _WRITE_CHUNK_BYTES = 1024 * 1024
@@ -62,6 +66,9 @@ class CleaningPlan:
     end_offset: int  # the first offset this pass does not clean; the next first dirty offset
     dirty_ratio: float
     truncations: int  # log.truncations when planned: a truncation since voids the pass
+    # The aborted transactions that may have records in the planned segments (their markers
+    # may be in later segments); every transactional batch below `end_offset` is decided.
+    aborted: tuple[AbortedTxn, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,13 +116,21 @@ def plan_cleaning(
     dirty_ratio = (total_bytes - clean_bytes) / total_bytes if total_bytes else 0.0
     if clean_bytes == total_bytes or dirty_ratio < log.config.min_cleanable_dirty_ratio:
         return None
+    end_offset = segments[-1].next_offset
     return CleaningPlan(
         segments=segments,
         sizes=tuple(segment.size for segment in segments),
         first_dirty_offset=dirty_start,
-        end_offset=segments[-1].next_offset,
+        end_offset=end_offset,
         dirty_ratio=dirty_ratio,
         truncations=log.truncations,
+        aborted=tuple(
+            entry
+            for segment in log.segments
+            if segment.next_offset > segments[0].base_offset
+            for entry in segment.txn_index.entries
+            if entry.first_offset < end_offset
+        ),
     )
 
 
@@ -128,7 +143,8 @@ def build_cleaned_segments(
     Raises CorruptRecordError on a damaged batch and OSError from the disk; either way the new
     files are removed first.
     """
-    latest, last_batch_of_producer = _build_offset_map(plan)
+    aborted = _AbortedRanges(plan.aborted)
+    latest, last_batch_of_producer = _build_offset_map(plan, aborted)
     writer = _GroupWriter(fs, dir_path, config, now_ms)
     removed = 0
     try:
@@ -153,7 +169,8 @@ def build_cleaned_segments(
             data: bytes | None = None
             for header, batch in _iter_batches(segment, size):
                 producer_last = last_batch_of_producer.get(header.producer_id) == header.base_offset
-                data, dropped = _clean_batch(header, batch, survives, keep_empty=producer_last)
+                keeps = _nothing if aborted.holds(header) else survives
+                data, dropped = _clean_batch(header, batch, keeps, keep_empty=producer_last)
                 removed += dropped
                 if data is None:
                     writer.drop(header)
@@ -209,7 +226,30 @@ def install_cleaned_segments(log: Log, cleaned: CleanedSegments) -> None:
 
 
 def _compactable(header: BatchHeader) -> bool:
-    return not (header.is_control or header.is_transactional)
+    return not header.is_control
+
+
+def _nothing(record: Record) -> bool:
+    return False
+
+
+class _AbortedRanges:
+    """Which transactional batches belong to an aborted transaction: per producer, the offset
+    ranges from a transaction's first offset to its ABORT marker."""
+
+    def __init__(self, aborted: tuple[AbortedTxn, ...]) -> None:
+        self._ranges: dict[int, list[tuple[int, int]]] = {}
+        for entry in aborted:
+            ranges = self._ranges.setdefault(entry.producer_id, [])
+            ranges.append((entry.first_offset, entry.last_offset))
+
+    def holds(self, header: BatchHeader) -> bool:
+        if not header.is_transactional or header.is_control:
+            return False
+        return any(
+            first <= header.base_offset <= last
+            for first, last in self._ranges.get(header.producer_id, ())
+        )
 
 
 def _decoded(header: BatchHeader, batch: bytes) -> list[Record] | None:
@@ -222,9 +262,11 @@ def _decoded(header: BatchHeader, batch: bytes) -> list[Record] | None:
         return None  # a codec this process lacks: kept as it is, left out of the map
 
 
-def _build_offset_map(plan: CleaningPlan) -> tuple[dict[bytes, int], dict[int, int]]:
-    """key -> its latest offset in the planned segments, and producer id -> base offset of its
-    last batch there.
+def _build_offset_map(
+    plan: CleaningPlan, aborted: _AbortedRanges
+) -> tuple[dict[bytes, int], dict[int, int]]:
+    """key -> its latest offset in the planned segments (aborted records do not count), and
+    producer id -> base offset of its last batch there.
     """
     latest: dict[bytes, int] = {}
     last_batch_of_producer: dict[int, int] = {}
@@ -232,6 +274,8 @@ def _build_offset_map(plan: CleaningPlan) -> tuple[dict[bytes, int], dict[int, i
         for header, batch in _iter_batches(segment, size):
             if header.producer_id >= 0:
                 last_batch_of_producer[header.producer_id] = header.base_offset
+            if aborted.holds(header):
+                continue
             for record in _decoded(header, batch) or ():
                 if record.key is not None:
                     latest[record.key] = record.offset

@@ -43,7 +43,9 @@ CleanLimit = Callable[[TopicPartition], int | None]
 
 
 def clean_limit(replica: Replica | None) -> int | None:
-    """Leaders clean below their high watermark and below every replica's LEO: a follower
+    """Leaders clean below their last stable offset (the HW, or the first offset of a
+    transaction still undecided: its records are neither kept nor dropped as aborted until it
+    ends) and below every replica's LEO: a follower
     fetches from its LEO, and a filler batch (cleaner.py) starting before it would not continue
     its log, so the cleaner never covers a position a follower may still fetch from. Until each
     follower's LEO is known in this leader epoch, and on followers, nothing is cleaned (their
@@ -55,7 +57,7 @@ def clean_limit(replica: Replica | None) -> int | None:
     offsets = replica.replica_log_end_offsets()
     if any(offset is None for offset in offsets.values()):
         return None
-    return min([replica.high_watermark, *(o for o in offsets.values() if o is not None)])
+    return min([replica.last_stable_offset, *(o for o in offsets.values() if o is not None)])
 
 
 class LogCleaner:

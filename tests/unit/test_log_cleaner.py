@@ -221,25 +221,45 @@ def test_groups_stay_near_segment_bytes(tmp_path: Path) -> None:
     log.close()
 
 
-def test_control_and_transactional_batches_are_kept_whole(tmp_path: Path) -> None:
-    log = _open(str(tmp_path), COMPACT)
-    transactional = build_batch(
-        [(b"t", b"1"), (b"t", b"2")],
-        producer_id=5,
-        producer_epoch=0,
-        base_sequence=0,
-        is_transactional=True,
+def _txn(producer_id: int, records: list[tuple[bytes, bytes]], *, commit: bool) -> list[bytes]:
+    """A transaction's batch and its marker."""
+    batch = build_batch(
+        records, producer_id=producer_id, producer_epoch=0, base_sequence=0, is_transactional=True
     )
-    log.append(transactional, 0)
+    control = ControlType.COMMIT if commit else ControlType.ABORT
     marker = build_end_txn_marker(
-        ControlType.COMMIT, producer_id=5, producer_epoch=0, coordinator_epoch=1, timestamp_ms=0
+        control, producer_id=producer_id, producer_epoch=0, coordinator_epoch=1, timestamp_ms=0
     )
-    log.append(marker, 0)
-    _append(log, [(b"t", b"3")] + [(b"z", b"%d" % i) for i in range(12)])
+    return [batch, marker]
+
+
+def test_a_committed_transactions_records_are_compacted_and_its_marker_kept(
+    tmp_path: Path,
+) -> None:
+    log = _open(str(tmp_path), COMPACT)
+    for data in _txn(5, [(b"t", b"1"), (b"u", b"1")], commit=True):
+        log.append(data, 0)
+    _append(log, [(b"t", b"2")] + [(b"z", b"%d" % i) for i in range(12)])
     _clean(log)
-    data = log.read(0, 10**6, log.log_end_offset).records.read()
-    batches = list(iter_batches(data))
-    assert batches[0][1].records_count == 2 and batches[1][1].is_control
+    entries, headers = _read_all(log)
+    assert (b"t", b"1") not in [(k, v) for _, k, v in entries]  # superseded by t=2
+    assert (1, b"u", b"1") in entries  # still the latest value of u, at its offset
+    assert headers[1].is_control  # the marker stays
+    log.close()
+
+
+def test_an_aborted_transactions_records_are_removed_even_when_latest(tmp_path: Path) -> None:
+    log = _open(str(tmp_path), COMPACT)
+    for data in _txn(5, [(b"a", b"gone"), (b"b", b"gone")], commit=False):
+        log.append(data, 0)
+    _append(log, [(b"b", b"kept")] + [(b"z", b"%d" % i) for i in range(12)])
+    assert log.aborted_transactions(0, 3)  # the abort is indexed, which the cleaner reads
+    _clean(log)
+    entries, headers = _read_all(log)
+    values = [(k, v) for _, k, v in entries]
+    assert (b"a", b"gone") not in values and (b"b", b"gone") not in values
+    assert (b"b", b"kept") in values
+    assert any(h.is_control for h in headers)
     log.close()
 
 
@@ -529,9 +549,18 @@ def test_log_cleaner_broker_keys() -> None:
 
 
 class FakeReplica:
-    def __init__(self, is_leader: bool, high_watermark: int, offsets: dict[int, int | None]):
+    def __init__(
+        self,
+        is_leader: bool,
+        high_watermark: int,
+        offsets: dict[int, int | None],
+        last_stable_offset: int | None = None,
+    ) -> None:
         self.is_leader = is_leader
         self.high_watermark = high_watermark
+        self.last_stable_offset = (
+            high_watermark if last_stable_offset is None else last_stable_offset
+        )
         self._offsets = offsets
 
     def replica_log_end_offsets(self) -> dict[int, int | None]:
@@ -544,6 +573,8 @@ def test_only_leaders_clean_and_never_past_a_replicas_log_end() -> None:
     assert clean_limit(FakeReplica(True, 50, {1: 60, 2: None})) is None  # type: ignore[arg-type]
     assert clean_limit(FakeReplica(True, 50, {1: 60, 2: 40})) == 40  # type: ignore[arg-type]
     assert clean_limit(FakeReplica(True, 50, {1: 60})) == 50  # type: ignore[arg-type]
+    # An open transaction from offset 30: its records are neither kept nor dropped yet.
+    assert clean_limit(FakeReplica(True, 50, {1: 60}, 30)) == 30  # type: ignore[arg-type]
 
 
 def test_the_duty_cleans_compacted_logs_and_remembers_where_it_stopped(tmp_path: Path) -> None:

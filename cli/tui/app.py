@@ -1,6 +1,6 @@
 """The Textual app: the brokers table on top (its selected row is what the keys act on), tabs
-for partitions, consumer groups, records/s sparklines and the event journal below, a status
-line and the key bindings in the footer.
+for partitions, consumer groups, records/s sparklines, the event journal and transactions
+below, a status line and the key bindings in the footer.
 
 Snapshots come from a ``source`` callable run in a worker thread every ``interval_s``; the app
 only turns them into widgets (through :mod:`rlog.cli.tui.model`). Tests pass their own source
@@ -37,7 +37,7 @@ from rlog.cli.tui.snapshot import Snapshot
 from rlog.cli.tui.sources import EVENT_BACKLOG, ActionFailed, Actions
 
 Source = Callable[[], Snapshot]
-TABS = ("partitions", "groups", "rates", "events")
+TABS = ("partitions", "groups", "rates", "events", "transactions")
 # Process ops that ask first: both take a broker away from the cluster.
 CONFIRM_OPS = {"kill": "Kill {} (SIGKILL)?", "restart": "Restart {} (stop, then start)?"}
 MODAL_BLOCKED = {"process", "create_topic", "show_tab"}  # the app actions a dialog hides
@@ -96,6 +96,9 @@ class RlogTui(App[None]):
                 yield Static(model.RATES_NOTE, id="rates-note", markup=False)
             with TabPane("4 Events", id="events"):
                 yield RichLog(id="event-log", max_lines=EVENT_BACKLOG, wrap=True, min_width=20)
+            with TabPane("5 Transactions", id="transactions"):
+                yield Static(model.transactions_message(Snapshot(0.0)), id="txn-note")
+                yield DataTable(id="txn-table", cursor_type="row")
         yield Static(model.status_line(None, self.interval_s), id="status")
         yield Footer()
 
@@ -149,6 +152,12 @@ class RlogTui(App[None]):
             self.query_one("#group-table", DataTable),
             model.GROUP_COLUMNS,
             model.group_rows(snapshot.groups, snapshot.partitions),
+        )
+        self.query_one("#txn-note", Static).update(model.transactions_message(snapshot))
+        sync_table(
+            self.query_one("#txn-table", DataTable),
+            model.TXN_COLUMNS,
+            model.transaction_rows(snapshot.transactions, snapshot.transactions_at_ms),
         )
         self._show_rates()
         log = self.query_one("#event-log", RichLog)
@@ -251,7 +260,7 @@ class RlogTui(App[None]):
     def action_help(self) -> None:
         self.notify(
             "k kill, p pause, r resume, s restart the selected process; c create a topic; "
-            "1-4 switch tabs; q quit. " + model.RATES_NOTE,
+            "1-5 switch tabs; q quit. " + model.LSO_NOTE + " " + model.RATES_NOTE,
             title="rlog tui",
             timeout=10,
         )

@@ -20,9 +20,11 @@ def tui(
     data_dir: DataDirOption = None,
 ) -> None:
     """A live dashboard: brokers (state, pid, CPU, RSS, leaderships), partitions (leader,
-    epoch, replicas and ISR, HW, each replica's LEO and lag), consumer groups, records/s in and
-    out per broker, and the event journal. Keys: k kill, p pause, r resume, s restart the
-    selected process; c create a topic; q quit."""
+    epoch, replicas and ISR, HW, the LSO where a transaction holds it below the HW, each
+    replica's LEO and lag), consumer groups, records/s in and out per broker, the event
+    journal, and transactions (state, coordinator, producer id and epoch, age, partitions).
+    Keys: k kill, p pause, r resume, s restart the selected process; c create a topic; 1-5
+    switch tabs; q quit."""
     from rlog.cli.tui.app import RlogTui  # Textual loads only here
     from rlog.cli.tui.sources import ClusterActions, Collector
 

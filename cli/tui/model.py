@@ -20,12 +20,23 @@ from rich.text import Text
 
 from rlog.cli.events import KIND_COLORS
 from rlog.cli.terminal import megabytes, short_duration
-from rlog.cli.tui.snapshot import Event, GroupInfo, PartitionInfo, ProcessInfo, Snapshot
+from rlog.cli.tui.snapshot import (
+    Event,
+    GroupInfo,
+    PartitionInfo,
+    ProcessInfo,
+    Snapshot,
+    TransactionInfo,
+)
 
 NO_LEADER = -1
 BAR_WIDTH = 4
 _EIGHTHS = " ▏▎▍▌▋▊▉█"
 SERIES_LENGTH = 60  # sparkline points kept per broker: a minute at the default interval
+LSO_NOTE = (
+    "Partitions: an LSO column shows, before the HW, where a transaction is open "
+    "(read_committed consumers stop at the LSO)."
+)
 RATES_NOTE = (
     "Per broker: records/s produced to it (in) and returned by its consumer fetches (out), "
     "from the counters it writes every second. Replication is not counted."
@@ -43,10 +54,25 @@ STATE_STYLES = {
 }
 EVENT_STYLES = KIND_COLORS  # as `rlog events` colors them
 OUT_OF_SYNC_STYLE = "bold red"
+HELD_BACK_STYLE = "bold yellow"  # an LSO below the HW: a transaction is open there
+# Kafka's transaction states: open ones stand out, Ongoing most.
+TXN_STATE_STYLES = {
+    "Ongoing": "bold yellow",
+    "PrepareCommit": "yellow",
+    "PrepareAbort": "yellow",
+    "PrepareEpochFence": "yellow",
+    "CompleteCommit": "green",
+    "CompleteAbort": "red",
+    "Empty": "dim",
+}
+OPEN_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"})
+PARTITIONS_WIDTH = 24  # the transactions table's partitions cell, at most (about)
 
 BROKER_COLUMNS = ("NAME", "ROLE", "STATE", "PID", "CPU%", "RSS", "UP", "RST", "LEADS", "IN/s")
 PARTITION_COLUMNS = ("TOPIC", "P", "LEADER", "EP", "REPLICAS", "ISR", "HW")
 GROUP_COLUMNS = ("GROUP", "STATE", "MEMBERS", "TOPIC", "P", "COMMITTED", "END", "LAG", "OWNER")
+LSO_COLUMN = "LSO"  # shown (before HW) only while some partition's LSO is below its HW
+TXN_COLUMNS = ("TXN ID", "STATE", "COORD", "PRODUCER", "EPOCH", "AGE", "PARTITIONS")
 
 Row = tuple[str, tuple[Text, ...]]  # (row key, cells)
 
@@ -166,14 +192,33 @@ def replica_brokers(partitions: Sequence[PartitionInfo]) -> tuple[int, ...]:
     return tuple(sorted({r for p in partitions for r in p.replicas}))
 
 
+def held_back(p: PartitionInfo) -> bool:
+    """Whether the partition's LSO is below its HW: a transaction is open on it (or its
+    markers are not replicated yet), and read_committed consumers stop at the LSO."""
+    lso, hw = p.last_stable_offset, p.high_watermark
+    return lso is not None and hw is not None and lso < hw
+
+
 def partition_columns(partitions: Sequence[PartitionInfo]) -> tuple[str, ...]:
-    return PARTITION_COLUMNS + tuple(f"{b} LEO" for b in replica_brokers(partitions))
+    """The fixed columns, with LSO before HW while some partition's LSO is below its HW, then
+    one LEO column per broker that hosts a replica."""
+    head = PARTITION_COLUMNS
+    if any(held_back(p) for p in partitions):
+        head = (*PARTITION_COLUMNS[:-1], LSO_COLUMN, PARTITION_COLUMNS[-1])
+    return head + tuple(f"{b} LEO" for b in replica_brokers(partitions))
+
+
+def lso_cell(p: PartitionInfo) -> Text:
+    """The LSO where it is below the HW, nothing where they are equal (or it is unknown)."""
+    return Text(str(p.last_stable_offset), style=HELD_BACK_STYLE) if held_back(p) else Text("")
 
 
 def partition_rows(partitions: Sequence[PartitionInfo]) -> list[Row]:
-    """Rows sorted by topic and partition, internal topics (``__...``) last; then one cell per
-    broker: its replica's LEO and lag bar, or nothing when it hosts no replica."""
+    """Rows sorted by topic and partition, internal topics (``__...``) last; the LSO cell (as
+    :func:`partition_columns` has it) before the HW; then one cell per broker: its replica's
+    LEO and lag bar, or nothing when it hosts no replica."""
     brokers = replica_brokers(partitions)
+    with_lso = LSO_COLUMN in partition_columns(partitions)
     rows = []
     ordered = sorted(partitions, key=lambda p: (p.topic.startswith("__"), p.topic, p.partition))
     for p in ordered:
@@ -185,6 +230,7 @@ def partition_rows(partitions: Sequence[PartitionInfo]) -> list[Row]:
             Text(str(p.leader_epoch) if p.leader_epoch >= 0 else "-"),
             replicas_cell(p),
             Text(",".join(map(str, p.isr))),
+            *((lso_cell(p),) if with_lso else ()),
             Text(dash(p.high_watermark)),
         ]
         cells += [replica_cell(p, b) if b in p.replicas else Text("") for b in brokers]
@@ -231,6 +277,71 @@ def groups_message(snapshot: Snapshot) -> str:
     if snapshot.groups:
         return f"{len(snapshot.groups)} consumer group(s); lag = partition HW - committed"
     return snapshot.groups_note or "no consumer groups"
+
+
+# -- transactions -----------------------------------------------------------------------------
+
+
+def transaction_age_s(t: TransactionInfo, now_ms: int | None) -> float | None:
+    """How long the open transaction has been running (now - its start), in seconds; None when
+    none is open or a time is unknown."""
+    if t.state not in OPEN_STATES or t.start_time_ms is None or now_ms is None:
+        return None
+    return max(0, now_ms - t.start_time_ms) / 1000
+
+
+def partitions_text(partitions: Sequence[tuple[str, int]], width: int = PARTITIONS_WIDTH) -> str:
+    """``topic-partition`` joined by commas as ``rlog txn describe`` prints them, cut to about
+    ``width`` characters with `` +N more`` for the partitions left out; ``-`` for none."""
+    names = [f"{topic}-{partition}" for topic, partition in partitions]
+    if not names:
+        return "-"
+    shown: list[str] = []
+    for name in names:
+        left = len(names) - len(shown) - 1
+        more = f" +{left} more" if left else ""
+        if shown and len(",".join([*shown, name])) + len(more) > width:
+            break
+        shown.append(name)
+    left = len(names) - len(shown)
+    return ",".join(shown) + (f" +{left} more" if left else "")
+
+
+def transaction_rows(transactions: Sequence[TransactionInfo], now_ms: int | None) -> list[Row]:
+    """One row per transactional id, sorted by id, keyed by it. Ongoing ones are highlighted;
+    an open transaction past its timeout has its age in red (its coordinator should abort it).
+    A ``-`` where the id was listed but could not be described."""
+    rows = []
+    for t in sorted(transactions, key=lambda t: t.transactional_id):
+        style = TXN_STATE_STYLES.get(t.state, "")
+        age = transaction_age_s(t, now_ms)
+        overdue = age is not None and t.timeout_ms is not None and age * 1000 > t.timeout_ms
+        cells = (
+            Text(t.transactional_id, style=style if t.state == "Ongoing" else ""),
+            Text(t.state, style=style),
+            Text(str(t.coordinator)),
+            Text(str(t.producer_id)),
+            Text(dash(t.producer_epoch)),
+            Text(short_duration(age), style="bold red" if overdue else ""),
+            Text(partitions_text(t.partitions)),
+        )
+        rows.append((t.transactional_id, cells))
+    return rows
+
+
+def transactions_message(snapshot: Snapshot) -> Text:
+    """What to say above the transactions table: how many ids, how many open, and which
+    brokers did not answer (the list may lack their transactions)."""
+    found = snapshot.transactions
+    if found:
+        open_now = sum(t.state in OPEN_STATES for t in found)
+        text = Text(f"{len(found)} transactional id(s), {open_now} open")
+        text.append("; AGE: since the open transaction began", style="dim")
+    else:
+        text = Text("no transactions")
+    for warning in snapshot.transaction_warnings:
+        text.append(f"; {warning} (the list may be incomplete)", style="yellow")
+    return text
 
 
 # -- rates ------------------------------------------------------------------------------------

@@ -59,6 +59,9 @@ class PartitionInfo:
     high_watermark: int | None
     # (replica, its log end offset or None when its broker did not answer), in replica order
     log_end_offsets: tuple[tuple[int, int | None], ...] = ()
+    # The last stable offset at the leader (read_committed's end): below the HW while a
+    # transaction is open on the partition; None when the leader did not say.
+    last_stable_offset: int | None = None
 
     def leo(self, broker: int) -> int | None:
         return dict(self.log_end_offsets).get(broker)
@@ -85,6 +88,22 @@ class GroupInfo:
     state: str
     members: tuple[GroupMember, ...] = ()
     offsets: tuple[CommittedOffset, ...] = ()
+
+
+@dataclass(frozen=True)
+class TransactionInfo:
+    """One transactional id: what its coordinator's ListTransactions says (id, coordinator,
+    producer id, state) and, when its DescribeTransactions answered, the rest (see
+    rlog.cli.txn)."""
+
+    transactional_id: str
+    coordinator: int  # the broker id of its transaction coordinator
+    producer_id: int
+    state: str  # Kafka's: Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, ...
+    producer_epoch: int | None = None  # None: not described
+    timeout_ms: int | None = None
+    start_time_ms: int | None = None  # wall time the current (or last) transaction began
+    partitions: tuple[tuple[str, int], ...] = ()  # (topic, partition) in the open transaction
 
 
 @dataclass(frozen=True)
@@ -139,4 +158,9 @@ class Snapshot:
     groups_note: str | None = None  # why there are no groups, when the broker said so
     events: tuple[Event, ...] = ()  # journal lines new since the previous snapshot
     traffic: tuple[BrokerTraffic, ...] = ()  # each running broker's counters
+    transactions: tuple[TransactionInfo, ...] = ()
+    # Brokers whose transactions are missing (they did not answer): the list may be incomplete.
+    transaction_warnings: tuple[str, ...] = ()
+    # Wall time (ms since the epoch) the transactions were asked for: ages count up to it.
+    transactions_at_ms: int | None = None
     errors: tuple[str, ...] = field(default=())

@@ -4,8 +4,10 @@ thread, never from the UI loop.
 
 * processes: rlogd's control socket, op ``status`` (as ``rlog chaos`` reaches it);
 * partitions: Metadata and ListOffsets through :mod:`rlog.cli.replicas` (``rlog topic
-  describe``'s source: leader, epoch, replicas, ISR, HW, each replica's LEO);
+  describe``'s source: leader, epoch, replicas, ISR, LSO, HW, each replica's LEO);
 * groups: :mod:`rlog.cli.tui.groups` (AdminClient);
+* transactions: :mod:`rlog.cli.tui.transactions` (``rlog txn list`` and ``describe``'s wire
+  requests);
 * events: :class:`rlog.daemon.events.EventTail` over the data dir's journals.
 
 The sources are asked in parallel, so a paused broker costs one short timeout, not one per
@@ -41,6 +43,7 @@ from rlog.cli.tui.snapshot import (
     ProcessInfo,
     Snapshot,
 )
+from rlog.cli.tui.transactions import Transactions, fetch_transactions
 from rlog.daemon.broker.traffic import read_traffic
 from rlog.daemon.data_dir import broker_dir
 from rlog.daemon.events import EventTail
@@ -72,7 +75,7 @@ class Collector:
         self.timeout_s = timeout_s
         self._events = EventTail(settings.data_dir)
         self._groups = GroupsSource(settings, timeout_s)
-        self._pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="rlog-tui")
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="rlog-tui")
         self._first = True
 
     def collect(self) -> Snapshot:
@@ -80,10 +83,12 @@ class Collector:
         procs = self._pool.submit(self.processes)
         parts = self._pool.submit(self.partitions)
         groups = self._pool.submit(self.groups)
+        txns = self._pool.submit(self.transactions)
         events = self.events()
         processes = _outcome(procs.result, (), errors)
         partitions = _outcome(parts.result, (), errors)
         group_list, note = _outcome(groups.result, ((), None), errors)
+        transactions = _outcome(txns.result, Transactions(), errors)
         return Snapshot(
             traffic=self.traffic(processes),
             taken_at=time.monotonic(),
@@ -92,6 +97,9 @@ class Collector:
             groups=group_list,
             groups_note=note,
             events=events,
+            transactions=transactions.found,
+            transaction_warnings=transactions.warnings,
+            transactions_at_ms=transactions.at_ms,
             errors=tuple(dict.fromkeys(errors)),  # the same failure from two sources once
         )
 
@@ -125,7 +133,7 @@ class Collector:
                     every += replicas.partitions_of(topic)
                 except CliError:
                     continue  # a topic being created or deleted: the next refresh shows it
-            offsets = replicas.replica_offsets(cluster, every)
+            offsets = replicas.replica_offsets(cluster, every, stable=True)
         finally:
             cluster.close()
         return tuple(
@@ -138,6 +146,7 @@ class Collector:
                 isr=tuple(p.isr),
                 high_watermark=offsets.high_watermarks[(p.topic, p.partition)],
                 log_end_offsets=tuple(offsets.log_end_offsets[(p.topic, p.partition)].items()),
+                last_stable_offset=offsets.last_stable_offsets.get((p.topic, p.partition)),
             )
             for p in every
         )
@@ -147,6 +156,9 @@ class Collector:
             return self._groups.fetch(resolve_bootstrap(self.settings))
         except KafkaException as error:
             raise CliError(f"consumer groups: {error.args[0] if error.args else error}") from None
+
+    def transactions(self) -> Transactions:
+        return fetch_transactions(resolve_bootstrap(self.settings), self.timeout_s)
 
     def events(self) -> tuple[Event, ...]:
         found = [Event.from_journal(e) for e in self._events.poll()]

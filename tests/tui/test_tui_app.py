@@ -1,6 +1,7 @@
 """``rlog tui`` under Textual's Pilot: against real clusters started through rlogd (brokers,
 partitions, the keys that kill and create, the event journal, a cluster going away and coming
-back), and against a fixed snapshot for the 80x24 layout and the snapshot pictures."""
+back, an open transaction and its LSO), and against fixed snapshots for the 80x24 layout and
+the snapshot pictures."""
 
 from __future__ import annotations
 
@@ -16,10 +17,12 @@ import termios
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
+from rich.text import Text
 from textual.pilot import Pilot
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, RichLog, Sparkline, Static, TabbedContent
@@ -38,6 +41,7 @@ from rlog.cli.tui.snapshot import (
     PartitionInfo,
     ProcessInfo,
     Snapshot,
+    TransactionInfo,
 )
 from rlog.cli.tui.sources import ActionFailed, ClusterActions, Collector
 from rlog.core.protocol.apis import SUPPORTED, ApiKey
@@ -96,6 +100,10 @@ def cell(app: RlogTui, selector: str, row: str, column: str) -> str:
     if row not in [key.value for key in found.rows]:
         return ""
     return str(found.get_cell(row, column))
+
+
+def columns(app: RlogTui, selector: str) -> list[str]:
+    return [str(column.label) for column in table(app, selector).columns.values()]
 
 
 def row_keys(app: RlogTui, selector: str) -> list[str]:
@@ -258,6 +266,16 @@ def test_pause_resume_and_restart_keys(cluster_factory: ClusterFactory) -> None:
             await wait_for(
                 pilot, "paused", lambda: cell(app, "#brokers", "broker-3", "STATE") == "paused"
             )
+            # A refresh with a broker that cannot answer stays short: each source (partitions
+            # with their LSOs, transactions, groups) gives it one short timeout.
+            probe = Collector(settings_for(cluster))
+            try:
+                started = time.monotonic()
+                paused = await asyncio.to_thread(probe.collect)
+                assert time.monotonic() - started < 6 * probe.timeout_s
+            finally:
+                probe.close()
+            assert not [e for e in paused.errors if "transactions" in e], paused.errors
             await pilot.press("r")
             await wait_for(
                 pilot, "running", lambda: cell(app, "#brokers", "broker-3", "STATE") == "running"
@@ -428,6 +446,77 @@ def test_a_real_consumer_group_shows_with_its_lag(cluster_factory: ClusterFactor
         collector.close()
 
 
+@pytest.mark.integration
+def test_an_open_transaction_shows_ongoing_and_holds_the_lso_until_committed(
+    cluster_factory: ClusterFactory,
+) -> None:
+    cluster = cluster_factory(brokers=1)
+    settings = settings_for(cluster)
+    ClusterActions(settings).create_topic("payments", 1, 1)
+    plain = Producer({"bootstrap.servers": cluster.bootstrap})
+    plain.produce("payments", value=b"before", partition=0)
+    assert plain.flush(15) == 0
+    tid = "tui-payer"
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": tid})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for value in (b"t1", b"t2"):
+        producer.produce("payments", value=value, partition=0)
+    assert producer.flush(15) == 0  # written at offsets 1 and 2, not committed
+    app, collector = live_app(settings)
+    row = "payments-0"
+
+    def txn_cell(column: str) -> str:
+        return cell(app, "#txn-table", tid, column)
+
+    async def body() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            # The LSO stays at the open transaction's first offset, below the HW.
+            await wait_for(
+                pilot,
+                "the LSO held back below the HW",
+                lambda: (
+                    cell(app, "#partition-table", row, "HW") == "3"
+                    and cell(app, "#partition-table", row, "LSO") == "1"
+                ),
+            )
+            await pilot.press("5")
+            await wait_for(
+                pilot,
+                "the transaction Ongoing with its partition",
+                lambda: txn_cell("STATE") == "Ongoing" and txn_cell("PARTITIONS") == row,
+            )
+            assert app.query_one(TabbedContent).active == "transactions"
+            assert txn_cell("COORD") == "1"
+            assert txn_cell("PRODUCER").isdigit() and txn_cell("EPOCH").isdigit()
+            assert txn_cell("AGE").endswith("s")
+            state = table(app, "#txn-table").get_cell(tid, "STATE")
+            assert isinstance(state, Text) and state.style == model.TXN_STATE_STYLES["Ongoing"]
+            assert "1 open" in str(app.query_one("#txn-note", Static).render())
+
+            await asyncio.to_thread(producer.commit_transaction, 15)
+            await wait_for(
+                pilot,
+                "CompleteCommit and the LSO caught up with the HW (after the marker)",
+                lambda: (
+                    txn_cell("STATE") == "CompleteCommit"
+                    and cell(app, "#partition-table", row, "HW") == "4"
+                    and "LSO" not in columns(app, "#partition-table")
+                ),
+            )
+            assert app.snapshot is not None
+            (payments,) = (p for p in app.snapshot.partitions if p.topic == "payments")
+            assert payments.last_stable_offset == payments.high_watermark == 4
+            assert txn_cell("AGE") == "-" and "0 open" in str(
+                app.query_one("#txn-note", Static).render()
+            )
+
+    try:
+        run(body, timeout_s=60)
+    finally:
+        collector.close()
+
+
 # -- a fixed snapshot: layout and pictures ----------------------------------------------------
 
 FIXED = Snapshot(
@@ -475,6 +564,54 @@ LATER = Snapshot(
         BrokerTraffic(1, pid=4101, ts=1_795_000_011.0, records_in=1_030, records_out=712),
         BrokerTraffic(3, pid=4103, ts=1_795_000_011.0, records_in=205, records_out=0),
     ),
+)
+NOW_MS = 1_795_000_011_000
+
+
+def in_sync(topic: str, number: int, hw: int, lso: int) -> PartitionInfo:
+    """A partition of a healthy 3-broker cluster: leaders spread, every replica caught up."""
+    replicas = tuple((number + i) % 3 + 1 for i in range(3))
+    ends = tuple((r, hw) for r in replicas)
+    return PartitionInfo(topic, number, replicas[0], 1, replicas, replicas, hw, ends, lso)
+
+
+# A healthy cluster with transactions: one open on orders-0 since offset 130 holds its LSO
+# below the HW; another, committing, holds orders-1's until its markers are written; a third
+# on eight partitions of events has outlived its 60 s timeout.
+TRANSACTIONS = Snapshot(
+    taken_at=200.0,
+    processes=(
+        *FIXED.processes[:2],
+        replace(FIXED.processes[1], name="broker-2", id=2, pid=4102),
+        replace(FIXED.processes[3], state="running"),
+    ),
+    partitions=(
+        in_sync("orders", 0, 150, 130),
+        in_sync("orders", 1, 95, 93),
+        in_sync("orders", 2, 60, 60),
+        *(in_sync("events", i, 40, 31) for i in range(8)),
+    ),
+    transactions=(
+        TransactionInfo(
+            "billing-eos", 1, 4000, "Ongoing", 2, 60_000, NOW_MS - 12_000, (("orders", 0),)
+        ),
+        TransactionInfo(
+            "audit", 2, 4001, "PrepareCommit", 0, 60_000, NOW_MS - 2_000, (("orders", 1),)
+        ),
+        TransactionInfo(
+            "loader",
+            3,
+            4002,
+            "Ongoing",
+            7,
+            60_000,
+            NOW_MS - 95_000,
+            tuple(("events", i) for i in range(8)),
+        ),
+        TransactionInfo("refunds", 1, 4003, "CompleteAbort", 5, 60_000, NOW_MS - 30_000),
+        TransactionInfo("payer", 2, 4004, "CompleteCommit"),  # listed, not described
+    ),
+    transactions_at_ms=NOW_MS,
 )
 
 
@@ -524,6 +661,7 @@ def test_every_panel_is_usable_at_80x24(utc: None) -> None:
                 "2": ("groups", "#group-table"),
                 "3": ("rates", "#rate-1-in"),
                 "4": ("events", "#event-log"),
+                "5": ("transactions", "#txn-table"),
             }
             for key, (tab, selector) in panels.items():
                 await pilot.press(key)
@@ -626,3 +764,19 @@ def test_snapshot_create_topic_form(snap_compare: SnapCompare, utc: None) -> Non
 
 def test_snapshot_rates(snap_compare: SnapCompare, utc: None) -> None:
     assert snap_compare(fixed_app(), press=["3"], terminal_size=SIZE, run_before=show_fixed)
+
+
+async def show_transactions(pilot: Pilot[None]) -> None:
+    app = pilot.app
+    assert isinstance(app, RlogTui)
+    app.show_snapshot(TRANSACTIONS)
+    await pilot.pause()
+
+
+def test_snapshot_partitions_with_open_transactions(snap_compare: SnapCompare) -> None:
+    # The LSO column appears before HW, filled where a transaction holds the LSO back.
+    assert snap_compare(fixed_app(), terminal_size=SIZE, run_before=show_transactions)
+
+
+def test_snapshot_transactions(snap_compare: SnapCompare) -> None:
+    assert snap_compare(fixed_app(), press=["5"], terminal_size=SIZE, run_before=show_transactions)

@@ -22,9 +22,10 @@ from confluent_kafka.admin import (
     MemberDescription,
 )
 
+from rlog.cli import replicas, txn
 from rlog.cli.discovery import Settings
-from rlog.cli.terminal import ColorMode, Terminal
-from rlog.cli.tui import model
+from rlog.cli.terminal import CliError, ColorMode, Terminal
+from rlog.cli.tui import model, transactions
 from rlog.cli.tui.groups import NO_GROUPS, GroupsSource
 from rlog.cli.tui.snapshot import (
     BrokerTraffic,
@@ -35,7 +36,10 @@ from rlog.cli.tui.snapshot import (
     PartitionInfo,
     ProcessInfo,
     Snapshot,
+    TransactionInfo,
 )
+from rlog.core.protocol.apis import ApiKey
+from rlog.core.protocol.errors import ErrorCode
 
 
 def partition(
@@ -47,9 +51,10 @@ def partition(
     isr: tuple[int, ...] = (1, 2, 3),
     hw: int | None = 100,
     leos: dict[int, int | None] | None = None,
+    lso: int | None = None,
 ) -> PartitionInfo:
     ends = leos if leos is not None else dict.fromkeys(replicas, 100)
-    return PartitionInfo(topic, number, leader, 4, replicas, isr, hw, tuple(ends.items()))
+    return PartitionInfo(topic, number, leader, 4, replicas, isr, hw, tuple(ends.items()), lso)
 
 
 def brokers(*states: str) -> tuple[ProcessInfo, ...]:
@@ -160,6 +165,24 @@ def test_lag_is_behind_the_leaders_leo() -> None:
 def test_leader_counts() -> None:
     parts = [partition(leader=1), partition(number=1, leader=1), partition(number=2, leader=-1)]
     assert model.leader_counts(parts) == {1: 2}
+
+
+def test_the_lso_column_shows_only_while_a_transaction_holds_an_lso_back() -> None:
+    settled = partition(number=0, hw=100, lso=100)
+    unknown = partition(number=1, hw=100, lso=None)
+    assert not model.held_back(settled) and not model.held_back(unknown)
+    assert not model.held_back(partition(hw=None, lso=5))
+    assert model.partition_columns([settled, unknown])[:7] == model.PARTITION_COLUMNS
+    assert len(plain(model.partition_rows([settled])[0])) == 7 + 3
+
+    held = partition(number=2, hw=100, lso=40)
+    assert model.held_back(held)
+    columns = model.partition_columns([settled, held])
+    assert columns[5:8] == ("ISR", "LSO", "HW")
+    rows = model.partition_rows([settled, unknown, held])
+    assert [plain(r)[6:8] for r in rows] == [["", "100"], ["", "100"], ["40", "100"]]
+    assert rows[2][1][6].style == model.HELD_BACK_STYLE
+    assert all(len(plain(r)) == len(columns) for r in rows)
 
 
 # -- consumer groups --------------------------------------------------------------------------
@@ -288,6 +311,187 @@ def test_other_group_failures_are_errors() -> None:
     listed = done(error=KafkaException(KafkaError(KafkaError._TRANSPORT)))
     with pytest.raises(KafkaException):
         source_with(FakeAdmin(listed, {}, {})).fetch("b:1")
+
+
+# -- transactions -----------------------------------------------------------------------------
+
+NOW_MS = 1_700_000_100_000
+
+
+def test_transaction_age_counts_only_open_transactions() -> None:
+    ongoing = TransactionInfo("a", 1, 7, "Ongoing", 0, 60_000, NOW_MS - 12_500)
+    assert model.transaction_age_s(ongoing, NOW_MS) == 12.5
+    assert model.transaction_age_s(ongoing, None) is None
+    done_ = TransactionInfo("b", 1, 8, "CompleteCommit", 0, 60_000, NOW_MS - 12_500)
+    assert model.transaction_age_s(done_, NOW_MS) is None  # its start is the last one's
+    assert model.transaction_age_s(TransactionInfo("c", 1, 9, "Ongoing"), NOW_MS) is None
+    skewed = TransactionInfo("d", 1, 9, "PrepareCommit", 0, 60_000, NOW_MS + 50)
+    assert model.transaction_age_s(skewed, NOW_MS) == 0
+
+
+def test_partitions_text_is_cut_with_a_count_of_the_rest() -> None:
+    assert model.partitions_text(()) == "-"
+    assert model.partitions_text((("orders", 0), ("orders", 1))) == "orders-0,orders-1"
+    many = tuple(("events", i) for i in range(8))
+    assert model.partitions_text(many, width=24) == "events-0 +7 more"
+    assert model.partitions_text(many, width=40) == "events-0,events-1,events-2 +5 more"
+    assert model.partitions_text(many, width=200).count(",") == 7
+    assert model.partitions_text((("a-very-long-topic-name", 0),), width=5) == (
+        "a-very-long-topic-name-0"  # the first is always shown whole
+    )
+
+
+def test_transaction_rows_highlight_ongoing_and_overdue_ones() -> None:
+    found = [
+        TransactionInfo("zeta", 2, 11, "CompleteCommit", 3, 60_000, NOW_MS - 9_000),
+        TransactionInfo(
+            "alpha", 1, 10, "Ongoing", 0, 60_000, NOW_MS - 12_000, (("orders", 0), ("orders", 1))
+        ),
+        TransactionInfo("late", 1, 12, "Ongoing", 4, 10_000, NOW_MS - 95_000, (("orders", 2),)),
+        TransactionInfo("listed", 3, 13, "Empty"),  # not described
+    ]
+    rows = model.transaction_rows(found, NOW_MS)
+    assert [key for key, _ in rows] == ["alpha", "late", "listed", "zeta"]
+    assert [plain(r) for r in rows] == [
+        ["alpha", "Ongoing", "1", "10", "0", "12s", "orders-0,orders-1"],
+        ["late", "Ongoing", "1", "12", "4", "95s", "orders-2"],
+        ["listed", "Empty", "3", "13", "-", "-", "-"],
+        ["zeta", "CompleteCommit", "2", "11", "3", "-", "-"],
+    ]
+    alpha, late, listed, zeta = (r[1] for r in rows)
+    assert alpha[0].style == alpha[1].style == model.TXN_STATE_STYLES["Ongoing"]
+    assert alpha[5].style == ""  # within its timeout
+    assert late[5].style == "bold red"  # past transaction.timeout.ms: about to be aborted
+    assert zeta[0].style == "" and zeta[1].style == "green"
+    assert listed[1].style == "dim"
+    assert all(len(cells) == len(model.TXN_COLUMNS) for _, cells in rows)
+
+
+def test_transactions_message_counts_open_ones_and_says_what_is_missing() -> None:
+    assert model.transactions_message(Snapshot(0.0)).plain == "no transactions"
+    snapshot = Snapshot(
+        0.0,
+        transactions=(
+            TransactionInfo("a", 1, 1, "Ongoing"),
+            TransactionInfo("b", 1, 2, "PrepareAbort"),
+            TransactionInfo("c", 1, 3, "CompleteAbort"),
+        ),
+        transaction_warnings=("broker 2 did not answer ListTransactions",),
+    )
+    text = model.transactions_message(snapshot).plain
+    assert text.startswith("3 transactional id(s), 2 open; ")
+    assert text.endswith("; broker 2 did not answer ListTransactions (the list may be incomplete)")
+
+
+# -- the transactions source, on wire answers ---------------------------------------------------
+
+
+def listed(*entries: tuple[str, int, str]) -> dict[str, Any]:
+    return {
+        "error_code": ErrorCode.NONE,
+        "unknown_state_filters": [],
+        "transaction_states": [
+            {"transactional_id": t, "producer_id": pid, "transaction_state": state}
+            for t, pid, state in entries
+        ],
+    }
+
+
+def described(transactional_id: str, state: str, start_ms: int, *parts: int) -> dict[str, Any]:
+    return {
+        "error_code": ErrorCode.NONE,
+        "transactional_id": transactional_id,
+        "transaction_state": state,
+        "transaction_timeout_ms": 60_000,
+        "transaction_start_time_ms": start_ms,
+        "producer_id": 70,
+        "producer_epoch": 3,
+        "topics": [{"topic": "orders", "partitions": list(parts)}] if parts else [],
+    }
+
+
+class FakeWire:
+    """Answers as rlog's brokers do, by broker id; a broker without answers is down."""
+
+    def __init__(self, answers: dict[tuple[int, ApiKey], dict[str, Any]], brokers: int) -> None:
+        self.answers = answers
+        self.node_ids = range(1, brokers + 1)
+        self.brokers: dict[int, tuple[str, int]] = {}
+        self.asked: list[tuple[int, ApiKey, dict[str, Any]]] = []
+        self.closed = False
+
+    def request_any(self, api_key: ApiKey, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        assert api_key == ApiKey.METADATA
+        return {"brokers": [{"node_id": n, "host": "h", "port": 9000 + n} for n in self.node_ids]}
+
+    def request_at(
+        self, broker_id: int, api_key: ApiKey, version: int, body: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        self.asked.append((broker_id, api_key, body))
+        return self.answers.get((broker_id, api_key))
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def fetch_with(monkeypatch: pytest.MonkeyPatch, wire: FakeWire) -> transactions.Transactions:
+    monkeypatch.setattr(replicas, "WireCluster", lambda bootstrap, timeout_s: wire)
+    found = transactions.fetch_transactions("h:9001", timeout_s=0.5)
+    assert wire.closed
+    return found
+
+
+def test_transactions_source_describes_each_id_at_the_coordinator_that_listed_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    start = NOW_MS - 5_000
+    wire = FakeWire(
+        {
+            (1, ApiKey.LIST_TRANSACTIONS): listed(("pay", 70, "Ongoing")),
+            (2, ApiKey.LIST_TRANSACTIONS): listed(("audit", 71, "CompleteCommit")),
+            (1, ApiKey.DESCRIBE_TRANSACTIONS): {
+                "transaction_states": [described("pay", "Ongoing", start, 1, 0)]
+            },
+            (2, ApiKey.DESCRIBE_TRANSACTIONS): {
+                "transaction_states": [
+                    {**described("audit", "Empty", -1), "error_code": ErrorCode.NOT_COORDINATOR}
+                ]
+            },
+        },
+        brokers=2,
+    )
+    found = fetch_with(monkeypatch, wire)
+    assert found.warnings == ()
+    assert found.found == (
+        TransactionInfo("audit", 2, 71, "CompleteCommit"),  # moved: shown as listed
+        TransactionInfo("pay", 1, 70, "Ongoing", 3, 60_000, start, (("orders", 0), ("orders", 1))),
+    )
+    describes = [(b, body) for b, key, body in wire.asked if key == ApiKey.DESCRIBE_TRANSACTIONS]
+    assert describes == [(1, {"transactional_ids": ["pay"]}), (2, {"transactional_ids": ["audit"]})]
+    assert found.at_ms is not None and found.at_ms > 1_600_000_000_000
+
+
+def test_transactions_source_a_broker_down_is_a_warning_none_answering_an_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    wire = FakeWire({(1, ApiKey.LIST_TRANSACTIONS): listed(("pay", 70, "Ongoing"))}, brokers=2)
+    found = fetch_with(monkeypatch, wire)
+    assert found.found == (TransactionInfo("pay", 1, 70, "Ongoing"),)
+    assert found.warnings == (
+        "broker 2 did not answer ListTransactions",
+        "broker 1 did not answer DescribeTransactions",
+    )
+    with pytest.raises(CliError, match="no broker answered"):
+        fetch_with(monkeypatch, FakeWire({}, brokers=2))
+
+
+def test_combine_prefers_the_newer_description() -> None:
+    listing = txn.Listing("pay", 1, 70, "Ongoing")
+    description = txn.Description("pay", 1, 70, 4, "PrepareCommit", 60_000, 5, (("o", 0),))
+    assert transactions.combine([listing], {"pay": description}) == (
+        TransactionInfo("pay", 1, 70, "PrepareCommit", 4, 60_000, 5, (("o", 0),)),
+    )
+    assert transactions.combine([listing], {}) == (TransactionInfo("pay", 1, 70, "Ongoing"),)
 
 
 # -- rates ------------------------------------------------------------------------------------

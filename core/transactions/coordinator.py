@@ -145,6 +145,15 @@ class _PendingMarkers:
 
 
 @dataclass
+class _HeldReply:
+    """An EndTxn answer held until the transaction is complete (or `deadline`)."""
+
+    respond: Respond
+    partition: int
+    deadline: int
+
+
+@dataclass
 class _Retry:
     partition: int
     tenure: int
@@ -164,6 +173,7 @@ class TxnCoordinator:
         self._allocations: dict[int, _PendingAllocation] = {}
         self._markers: dict[int, _PendingMarkers] = {}
         self._retries: list[_Retry] = []
+        self._held: dict[str, _HeldReply] = {}  # transactional id -> its EndTxn answer
         self._next_id = 0
         self._clock = 0
         self._next_abort_check = 0
@@ -255,6 +265,9 @@ class TxnCoordinator:
             if markers.partition == partition:
                 del self._markers[marker_id]
         self._retries = [retry for retry in self._retries if retry.partition != partition]
+        for transactional_id, held in list(self._held.items()):
+            if held.partition == partition:  # decided already: the answer stands
+                effects += self._release(transactional_id)
         for transactional_id in state.txn_ids:
             self._txns.pop(transactional_id, None)
         return effects
@@ -720,8 +733,16 @@ class TxnCoordinator:
         def decided(error: ErrorCode, now: int) -> list[Effect]:
             if error != ErrorCode.NONE:
                 return [answer(error)]
+            # The decision is stored: the answer may go now. It waits (briefly) for the markers
+            # and Complete, so the producer's next AddPartitionsToTxn finds the id free instead
+            # of getting CONCURRENT_TRANSACTIONS and backing off (librdkafka waits 100 ms).
             reply = answer(ErrorCode.NONE, meta.producer_id, meta.producer_epoch)
-            return [reply, *self._send_markers(meta, now)]
+            if self.config.end_txn_hold_ms <= 0:
+                return [reply, *self._send_markers(meta, now)]
+            partition = self.partition_for(transactional_id)
+            deadline = now + self.config.end_txn_hold_ms
+            self._held[transactional_id] = _HeldReply(reply, partition, deadline)
+            return self._send_markers(meta, now)
 
         return [
             self._write(
@@ -766,19 +787,24 @@ class TxnCoordinator:
         partition = self.partition_for(meta.transactional_id)
 
         def written(error: ErrorCode, now: int) -> list[Effect]:
+            held = self._release(meta.transactional_id)
             if error != ErrorCode.NONE:
                 tenure = self._partitions[partition].tenure
                 self._retries.append(_Retry(partition, tenure, meta, completion, partitions))
-                return []
+                return held
             committed = completion.state == TxnState.COMPLETE_COMMIT
             outcome = "committed" if committed else "aborted"
             message = (
                 f"transaction of {meta.transactional_id} (producer {meta.producer_id}, epoch "
                 f"{meta.producer_epoch}) {outcome} on {partitions} partition(s)"
             )
-            return [TxnEvent(f"txn_{outcome}", meta.transactional_id, message)]
+            return [*held, TxnEvent(f"txn_{outcome}", meta.transactional_id, message)]
 
         return self._write([(meta, completion)], written, keep_pending=True)
+
+    def _release(self, transactional_id: str) -> list[Effect]:
+        held = self._held.pop(transactional_id, None)
+        return [held.respond] if held is not None else []
 
     # ---- time ------------------------------------------------------------------------------------
 
@@ -789,6 +815,9 @@ class TxnCoordinator:
         when a broker starts, so the difference does not show)."""
         now = self._at(now)
         effects: list[Effect] = []
+        for transactional_id, held in list(self._held.items()):
+            if now >= held.deadline:  # markers are slow (a partition has no leader): answer
+                effects += self._release(transactional_id)
         retries, self._retries = self._retries, []
         for retry in retries:
             if (

@@ -21,6 +21,10 @@ class TxnConfig:
     abort_check_interval_ms: int = 10_000
     # transaction.remove.expired.transaction.cleanup.interval.ms
     remove_expired_interval_ms: int = 3_600_000
+    # rlog's own: how long an EndTxn answer may wait for the markers and the Complete record,
+    # so the producer's next transaction does not meet CONCURRENT_TRANSACTIONS (0: answer once
+    # the decision is stored, as Kafka does).
+    end_txn_hold_ms: int = 500
 
 
 @dataclass(frozen=True, slots=True)

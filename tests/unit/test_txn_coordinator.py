@@ -42,7 +42,10 @@ class Driver:
     wait; waiting ones are kept in order and completed by hand."""
 
     def __init__(self, config: TxnConfig | None = None) -> None:
-        self.config = config or TxnConfig(state_partitions=4, offsets_partitions=5)
+        # Kafka's timing by default: EndTxn answered once the decision is stored.
+        self.config = config or TxnConfig(
+            state_partitions=4, offsets_partitions=5, end_txn_hold_ms=0
+        )
         self.coordinator = TxnCoordinator(self.config)
         self.now = 1_000
         for partition in range(self.config.state_partitions):
@@ -1042,3 +1045,47 @@ def test_every_acknowledged_change_is_the_last_record_of_its_id(steps: list[Any]
     assert all(v.pending_state is None for v in driver.coordinator.transactions())
     _assert_log_matches_memory(driver)
     assert not driver.appends and not driver.allocations and not driver.markers
+
+
+# ---- the EndTxn answer held until the transaction is complete ----
+
+
+def _holding(hold_ms: int = 500) -> Driver:
+    return Driver(TxnConfig(state_partitions=4, offsets_partitions=5, end_txn_hold_ms=hold_ms))
+
+
+def test_the_end_answer_waits_for_the_markers_and_complete_so_the_next_add_finds_the_id_free() -> (
+    None
+):
+    driver = _holding()
+    producer = started(driver, [("t", 0)])
+    driver.hold_markers = True
+    end = driver.end(producer, True)
+    assert end not in driver.answers  # decided (PrepareCommit stored), markers still out
+    (markers,) = driver.markers
+    driver.finish_markers(markers)  # then Complete is written and acknowledged
+    assert driver.error(end) == ErrorCode.NONE
+    assert driver.state() == TxnState.COMPLETE_COMMIT
+    assert driver.add_error(driver.add(producer, [("t", 1)])) == ErrorCode.NONE
+
+
+def test_a_held_end_answer_goes_out_at_its_deadline_if_the_markers_are_slow() -> None:
+    driver = _holding(500)
+    producer = started(driver, [("t", 0)])
+    driver.hold_markers = True
+    end = driver.end(producer, False)
+    driver.tick(499)
+    assert end not in driver.answers
+    driver.tick(1)
+    assert driver.error(end) == ErrorCode.NONE  # the decision is stored: the answer stands
+    assert driver.state() == TxnState.PREPARE_ABORT
+
+
+def test_a_held_end_answer_goes_out_when_the_coordinator_moves() -> None:
+    driver = _holding()
+    producer = started(driver, [("t", 0)])
+    driver.hold_markers = True
+    end = driver.end(producer, True)
+    partition = driver.coordinator.partition_for(TXN)
+    driver.run(driver.coordinator.unload(partition))
+    assert driver.error(end) == ErrorCode.NONE

@@ -46,10 +46,20 @@ class ReadOptions:
     commit_group: str | None = None
 
 
+DEFAULT_TRANSACTIONAL_ID_PREFIX = "rlog-spark"
+
+
 @dataclass(frozen=True)
 class WriteOptions:
     client_config: dict[str, str]
     topic: str | None
+    # `exactlyOnce`: each task of a streaming micro-batch writes in one Kafka transaction and
+    # records the batch in a marker consumer group, so a replayed batch writes nothing (writer.py).
+    exactly_once: bool = False
+    # Transactional ids and marker groups are f"{prefix}-{queryId}-{partitionId}".
+    transactional_id_prefix: str = DEFAULT_TRANSACTIONAL_ID_PREFIX
+    # The topic whose partition 0 carries the marker offsets: `markerTopic`, else `topic`.
+    marker_topic: str | None = None
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -196,6 +206,37 @@ def _commit_group(lowered: Mapping[str, str], streaming: bool) -> str | None:
     return group.strip()
 
 
+EXACTLY_ONCE_OPTIONS = ("transactionalIdPrefix", "markerTopic")
+
+
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     lowered = _lower(options)
-    return WriteOptions(client_config=client_config(options), topic=lowered.get("topic"))
+    config = client_config(options)
+    topic = lowered.get("topic")
+    exactly_once = _bool(lowered, "exactlyOnce", False)
+    if not exactly_once:
+        given = [name for name in EXACTLY_ONCE_OPTIONS if name.lower() in lowered]
+        if given:
+            raise RlogOptionError(f"option {given[0]!r} needs option 'exactlyOnce' set to true")
+        return WriteOptions(client_config=config, topic=topic)
+    if "transactional.id" in config:
+        raise RlogOptionError(
+            "option 'kafka.transactional.id' cannot be set with 'exactlyOnce': every task gets "
+            "its own transactional id; set 'transactionalIdPrefix' instead"
+        )
+    prefix = lowered.get("transactionalidprefix", DEFAULT_TRANSACTIONAL_ID_PREFIX).strip()
+    if not prefix:
+        raise RlogOptionError("option 'transactionalIdPrefix' must not be empty")
+    marker_topic = (lowered.get("markertopic") or topic or "").strip()
+    if not marker_topic:
+        raise RlogOptionError(
+            "option 'exactlyOnce' needs a topic for its batch markers: set option 'topic' or "
+            "option 'markerTopic' (an existing topic; its partition 0 is used)"
+        )
+    return WriteOptions(
+        client_config=config,
+        topic=topic,
+        exactly_once=True,
+        transactional_id_prefix=prefix,
+        marker_topic=marker_topic,
+    )

@@ -1,32 +1,130 @@
-"""Write: each task produces its rows with an idempotent acks=all producer.
+"""Write: each task produces its rows with an idempotent acks=all producer, or, for a streaming
+write with `exactlyOnce`, in one Kafka transaction that a replay of its micro-batch skips.
 
+At-least-once (the default, as Spark's Kafka sink)
+--------------------------------------------------
 A task reports success (its commit message) only after flush() and after every delivery report
 came back without error; otherwise it raises, Spark fails the task and never sees a partial
-success. Records are visible as soon as a task writes them (rlog has no transactions yet), so a
-job that fails after some tasks succeeded leaves those tasks' records in the topic, as Spark's
-Kafka sink does.
+success. Records are visible as soon as a task writes them, so a job that fails after some tasks
+succeeded leaves those tasks' records in the topic, and a micro-batch that Spark runs again (a
+retried task, a query restarted from its checkpoint before the batch was marked done) writes its
+records again.
+
+Exactly-once (`.option("exactlyOnce", "true")` on `writeStream`)
+----------------------------------------------------------------
+Every task of micro-batch B writes all its rows in ONE Kafka transaction of its own producer,
+`transactional.id = f"{prefix}-{queryId}-{partitionId}"` (prefix: option `transactionalIdPrefix`,
+default `rlog-spark`; queryId: the streaming query's id, which Spark keeps in the checkpoint, so
+it survives restarts; partitionId: the task's Spark partition, its *slot*). The task:
+
+1. `init_transactions()`: the coordinator bumps the producer epoch of that transactional id, so
+   any earlier attempt of the same slot (a failed task attempt still running, a speculative
+   copy, a task of a driver that was killed) is fenced: it can no longer produce or commit, and
+   its open transaction is aborted. init_transactions returns only once the previous transaction
+   of the id is complete, committed or aborted, so what the next step reads is settled.
+2. Reads the committed offset of the marker group (group id = the transactional id, topic-
+   partition = (marker topic, 0), the marker topic being option `markerTopic`, else `topic`).
+   That offset is "the next batch this slot has to write": if it is > B, batch B was already
+   committed by this slot: Spark is replaying it (its driver died after the task committed and
+   before Spark's commit log recorded the batch, or the job was retried). The task then writes
+   nothing and reports `skipped`.
+3. Otherwise: begin_transaction, produce the rows, `send_offsets_to_transaction` of offset B + 1
+   (metadata `spark batch B`) for the marker group, commit_transaction. The records and the marker
+   commit or abort together: a read_committed consumer sees each slot's rows of batch B once.
+
+A task with no rows writes nothing and opens no transaction: there is nothing to duplicate.
+
+Where the pieces come from: PySpark's `DataSourceStreamWriter.write()` runs on executors and is
+not given the batch id (only the driver-side `commit(messages, batchId)` is). The task reads it,
+and the query id, from the Spark local properties that the micro-batch engine sets on the jobs
+it runs and that every task carries: `streaming.sql.batchId` and `sql.streaming.queryId`
+(`TaskContext.get().getLocalProperty(...)`; `partitionId()` gives the slot). The driver-side
+`commit()` checks that every task saw the batch id Spark commits.
+
+Why one marker group per slot and partition 0 of an existing topic: Kafka (and rlog) refuse
+offset commits for topic-partitions that do not exist, and only one producer may own a group's
+pending offsets for a partition, so each slot needs its own group for the same partition; one
+group per transactional id keeps them one-to-one. The "offset" is a batch number, not a position
+in that partition: nobody should consume with these groups (`rlog group list` shows them).
+
+What exactly-once rests on, and its limits:
+
+- A replayed batch must put the same rows in the same Spark partitions. Spark replays a batch
+  with the offsets its offset log recorded, and the rlog source plans the partitions of a batch
+  from those offsets alone, so a stateless query reading rlog (or any deterministic source)
+  does; stateful queries pin their shuffle partitions in the checkpoint. A plan that splits the
+  same batch differently on replay (a changed `maxRecordsPerPartition`, a non-deterministic
+  repartition, a changed query) voids the guarantee for that one batch.
+- Visibility is per task, not per batch: read_committed readers see a task's rows when that task
+  commits, so a batch can be partly visible while its other tasks run or are retried (each slot
+  still ends with its rows exactly once). Spark's `abort()` cannot undo committed tasks.
+- The marker groups and transactional ids belong to one checkpoint: restarting from the same
+  checkpoint resumes them; a new checkpoint is a new query id, hence new slots. To reprocess
+  batches on purpose from a rewound checkpoint, use a new `transactionalIdPrefix`.
+- Micro-batch triggers only (not continuous processing), and streaming writes only: a batch
+  `df.write` has no batch id to recognise a replay by.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import itertools
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from pyspark import TaskContext
 from pyspark.sql import Row
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from .options import RlogOptionError, WriteOptions
 
+log = logging.getLogger(__name__)
+
 # How long a task waits for its last deliveries before failing.
 FLUSH_TIMEOUT_S = 60.0
+# How long one transactional step (init, offset read, send offsets, commit) may keep retrying.
+REQUEST_TIMEOUT_S = 60.0
 SINK_COLUMNS = ("key", "value", "topic", "partition", "headers")
+
+# Local properties Spark's micro-batch engine sets on the jobs of a batch; tasks inherit them.
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
+CONTINUOUS_PROPERTY = "__is_continuous_processing"
+
+# Errors of a group-coordinator request worth asking again (the coordinator is moving or loading).
+_RETRY_CODES = frozenset(
+    {
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.UNSTABLE_OFFSET_COMMIT,
+        KafkaError._TIMED_OUT,
+        KafkaError._TRANSPORT,
+        KafkaError._WAIT_COORD,
+    }
+)
 
 
 @dataclass
 class RlogCommitMessage(WriterCommitMessage):
     records: int
+    # Exactly-once writes only: the batch and slot the task wrote, and whether it found the batch
+    # already committed (a replay) and wrote nothing.
+    batch_id: int | None = None
+    partition: int | None = None
+    skipped: bool = False
+
+
+@dataclass(frozen=True)
+class TaskSlot:
+    """What identifies a task's transaction: the query, the micro-batch, the Spark partition."""
+
+    query_id: str
+    batch_id: int
+    partition: int
 
 
 def check_columns(options: WriteOptions, schema: StructType) -> None:
@@ -64,9 +162,46 @@ def producer_config(options: WriteOptions) -> dict[str, object]:
     return config
 
 
-def write_rows(options: WriteOptions, rows: Iterator[Row]) -> RlogCommitMessage:
-    producer = Producer(producer_config(options))
-    errors: list[KafkaError] = []
+def transactional_id(options: WriteOptions, slot: TaskSlot) -> str:
+    """The slot's transactional id, which is also its marker group's id."""
+    return f"{options.transactional_id_prefix}-{slot.query_id}-{slot.partition}"
+
+
+def transactional_producer_config(options: WriteOptions, slot: TaskSlot) -> dict[str, object]:
+    return producer_config(options) | {"transactional.id": transactional_id(options, slot)}
+
+
+def marker_consumer_config(options: WriteOptions, slot: TaskSlot) -> dict[str, object]:
+    """A consumer that only reads and names the marker group; it never subscribes."""
+    config: dict[str, object] = dict(options.client_config)
+    config["group.id"] = transactional_id(options, slot)
+    config["isolation.level"] = "read_committed"  # OffsetFetch asks for stable offsets only
+    config["enable.auto.commit"] = False
+    config["enable.auto.offset.store"] = False
+    return config
+
+
+def task_slot() -> TaskSlot:
+    """The running task's slot, from the local properties of the micro-batch's job."""
+    context = TaskContext.get()
+    if context is None:
+        raise RuntimeError("exactly-once writes run inside Spark tasks only")
+    if (context.getLocalProperty(CONTINUOUS_PROPERTY) or "").lower() == "true":
+        raise RlogOptionError("option 'exactlyOnce' needs a micro-batch trigger, not continuous")
+    query_id = context.getLocalProperty(QUERY_ID_PROPERTY)
+    batch_id = context.getLocalProperty(BATCH_ID_PROPERTY)
+    if not query_id or batch_id is None:
+        raise RuntimeError(
+            f"exactly-once write without Spark's {QUERY_ID_PROPERTY!r} and {BATCH_ID_PROPERTY!r} "
+            "task properties: is this a micro-batch streaming query?"
+        )
+    return TaskSlot(query_id, int(batch_id), context.partitionId())
+
+
+def _produce_rows(
+    producer: Producer, options: WriteOptions, rows: Iterable[Row], errors: list[KafkaError]
+) -> int:
+    """Hand every row to the producer (stopping at the first delivery error); how many."""
 
     def delivered(error: KafkaError | None, _message: object) -> None:
         if error is not None:
@@ -100,17 +235,130 @@ def write_rows(options: WriteOptions, rows: Iterator[Row]) -> RlogCommitMessage:
         sent += 1
         if errors:
             break
+    return sent
+
+
+def _flush(producer: Producer, errors: list[KafkaError], sent: int) -> None:
     remaining = producer.flush(FLUSH_TIMEOUT_S)
     if errors:
         raise RuntimeError(f"{len(errors)} of {sent} records were not written; first: {errors[0]}")
     if remaining:
         raise RuntimeError(f"{remaining} records still undelivered after {FLUSH_TIMEOUT_S} s")
+
+
+def write_rows(options: WriteOptions, rows: Iterator[Row]) -> RlogCommitMessage:
+    producer = Producer(producer_config(options))
+    errors: list[KafkaError] = []
+    sent = _produce_rows(producer, options, rows, errors)
+    _flush(producer, errors, sent)
     return RlogCommitMessage(records=sent)
+
+
+def _retryable(error: KafkaError) -> bool:
+    return bool(error.retriable()) or error.code() in _RETRY_CODES
+
+
+def _retrying(what: str, action: Callable[[], None]) -> None:
+    """Run a transactional call, again while it fails with a retriable error (librdkafka's
+    contract for init_transactions, send_offsets_to_transaction and commit_transaction)."""
+    deadline = time.monotonic() + REQUEST_TIMEOUT_S
+    while True:
+        try:
+            action()
+            return
+        except KafkaException as failure:
+            error = failure.args[0]
+            if not _retryable(error) or error.txn_requires_abort() or error.fatal():
+                raise
+            if time.monotonic() >= deadline:
+                raise
+            log.info("%s: %s; retrying", what, error)
+            time.sleep(0.2)
+
+
+def committed_batches(consumer: Consumer, marker_topic: str) -> int:
+    """The marker group's committed offset: how many batches (0..n-1) the slot has committed."""
+    deadline = time.monotonic() + REQUEST_TIMEOUT_S
+    while True:
+        try:
+            (got,) = consumer.committed([TopicPartition(marker_topic, 0)], REQUEST_TIMEOUT_S)
+            if got.error is None:
+                return max(got.offset, 0)  # OFFSET_INVALID (-1001): nothing committed yet
+            failure = KafkaException(got.error)
+        except KafkaException as raised:
+            failure = raised
+        if not _retryable(failure.args[0]) or time.monotonic() >= deadline:
+            raise failure
+        log.info("reading marker offsets: %s; retrying", failure.args[0])
+        time.sleep(0.2)
+
+
+def _abort_quietly(producer: Producer) -> None:
+    """Abort after a failure; if even that fails, the next attempt's init_transactions will."""
+    try:
+        producer.abort_transaction(REQUEST_TIMEOUT_S)
+    except KafkaException as error:
+        log.warning(
+            "aborting the task's transaction failed (the next attempt fences it): %s", error
+        )
+
+
+def write_rows_exactly_once(
+    options: WriteOptions, rows: Iterator[Row], slot: TaskSlot
+) -> RlogCommitMessage:
+    """Write one task's rows of micro-batch `slot.batch_id` in one transaction, unless the slot
+    already committed that batch (see the module docstring)."""
+    assert options.marker_topic is not None, "parse_write_options sets it with exactlyOnce"
+    first = next(rows, None)
+    if first is None:
+        return RlogCommitMessage(records=0, batch_id=slot.batch_id, partition=slot.partition)
+    producer = Producer(transactional_producer_config(options, slot))
+    consumer = Consumer(marker_consumer_config(options, slot))
+    try:
+        # Fences every earlier producer of this slot and settles its last transaction ...
+        _retrying("init_transactions", lambda: producer.init_transactions(REQUEST_TIMEOUT_S))
+        # ... so the marker read now is final for it.
+        done = committed_batches(consumer, options.marker_topic)
+        if done > slot.batch_id:
+            log.warning(
+                "%s: batch %d was committed before (slot at batch %d): a replay, writing nothing",
+                transactional_id(options, slot),
+                slot.batch_id,
+                done,
+            )
+            return RlogCommitMessage(
+                records=0, batch_id=slot.batch_id, partition=slot.partition, skipped=True
+            )
+        producer.begin_transaction()
+        try:
+            errors: list[KafkaError] = []
+            sent = _produce_rows(producer, options, itertools.chain([first], rows), errors)
+            _flush(producer, errors, sent)
+            marker = TopicPartition(
+                options.marker_topic, 0, slot.batch_id + 1, metadata=f"spark batch {slot.batch_id}"
+            )
+            group = consumer.consumer_group_metadata()
+            _retrying(
+                "send_offsets_to_transaction",
+                lambda: producer.send_offsets_to_transaction([marker], group, REQUEST_TIMEOUT_S),
+            )
+            _retrying("commit_transaction", lambda: producer.commit_transaction(REQUEST_TIMEOUT_S))
+        except BaseException:
+            _abort_quietly(producer)
+            raise
+    finally:
+        consumer.close()
+    return RlogCommitMessage(records=sent, batch_id=slot.batch_id, partition=slot.partition)
 
 
 class RlogWriter(DataSourceWriter):
     def __init__(self, options: WriteOptions, schema: StructType) -> None:
         check_columns(options, schema)
+        if options.exactly_once:
+            raise RlogOptionError(
+                "option 'exactlyOnce' is for streaming writes (writeStream): a batch write has "
+                "no micro-batch id to recognise a replay by"
+            )
         self.options = options
 
     def write(self, iterator: Iterator[Row]) -> RlogCommitMessage:
@@ -123,10 +371,27 @@ class RlogStreamWriter(DataSourceStreamWriter):
         self.options = options
 
     def write(self, iterator: Iterator[Row]) -> RlogCommitMessage:
+        if self.options.exactly_once:
+            return write_rows_exactly_once(self.options, iter(iterator), task_slot())
         return write_rows(self.options, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Nothing to do: every task's records were acknowledged before it reported success."""
+        """Nothing to commit: every task's records were acknowledged (at-least-once) or its
+        transaction committed (exactly-once) before it reported success. With exactly-once,
+        check that the tasks wrote the batch Spark is committing."""
+        if not self.options.exactly_once:
+            return
+        ours = [m for m in messages if isinstance(m, RlogCommitMessage)]
+        wrong = [m for m in ours if m.batch_id is not None and m.batch_id != batchId]
+        if wrong:
+            raise RuntimeError(
+                f"Spark commits batch {batchId} but tasks wrote it as batch {wrong[0].batch_id}: "
+                "the task's batch id property is not what the rlog sink expects"
+            )
+        skipped = [m.partition for m in ours if m.skipped]
+        if skipped:
+            log.warning("batch %d: partitions %s were a replay and wrote nothing", batchId, skipped)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Nothing to undo without transactions; failed tasks already raised."""
+        """Nothing to undo: failed tasks raised (and aborted their transaction, if any); tasks
+        that committed stay committed, and a rerun of the batch skips them (exactly-once)."""

@@ -559,20 +559,26 @@ class BrokerCore:
         self, partition: int, batch: bytes, on_done: Callable[[AppendAnswer], None]
     ) -> None:
         """The group coordinator's write: acks=all to its offsets partition, here."""
-        job = ProduceJob(None, -1, api_version=None, on_done=on_done)
-        position = job.add(OFFSETS_TOPIC, partition)
-        key = (OFFSETS_TOPIC, partition)
-        self._append(job, position, key, batch, -1, WRITE_TIMEOUT_MS, self._now_ms)
-        self._finish_if_done(job)
+        self._coordinator_write((OFFSETS_TOPIC, partition), batch, None, on_done)
 
     def _txn_write(
         self, partition: int, batch: bytes, on_done: Callable[[AppendAnswer], None]
     ) -> None:
         """The transaction coordinator's write: acks=all to its state partition, here."""
+        self._coordinator_write((TRANSACTION_STATE_TOPIC, partition), batch, None, on_done)
+
+    def _coordinator_write(
+        self,
+        key: TopicPartition,
+        batch: bytes | None,
+        marker: TxnMarker | None,
+        on_done: Callable[[AppendAnswer], None],
+    ) -> None:
+        """A coordinator's batch (or a transaction marker) appended here as leader with acks=all;
+        `on_done` hears how it ended."""
         job = ProduceJob(None, -1, api_version=None, on_done=on_done)
-        key = (TRANSACTION_STATE_TOPIC, partition)
         position = job.add(*key)
-        self._append(job, position, key, batch, -1, WRITE_TIMEOUT_MS, self._now_ms)
+        self._append(job, position, key, batch, -1, WRITE_TIMEOUT_MS, self._now_ms, marker=marker)
         self._finish_if_done(job)
 
     # ---- transaction markers ----
@@ -591,10 +597,7 @@ class BrokerCore:
             on_done(answer.error)
 
         self.verification.marker_written(key, marker.producer_id)
-        job = ProduceJob(None, -1, api_version=None, on_done=done)
-        position = job.add(*key)
-        self._append(job, position, key, None, -1, WRITE_TIMEOUT_MS, self._now_ms, marker=marker)
-        self._finish_if_done(job)
+        self._coordinator_write(key, None, marker, done)
 
     def _write_txn_markers(self, request: ClientRequest) -> None:
         """WriteTxnMarkers from a transaction coordinator: each marker to each partition."""

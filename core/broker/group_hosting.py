@@ -41,7 +41,6 @@ from rlog.core.records import (
     CorruptRecordError,
     build_batch,
     decode_batch,
-    iter_batches,
     read_end_txn_marker,
 )
 from rlog.core.replication import Replica
@@ -261,32 +260,24 @@ def _split_unknown_topics(body: Body, image: MetadataImage) -> tuple[Body, list[
 def _read_records(log: Log) -> Iterator[LoadedRecord | LoadedMarker]:
     """Every keyed record and every transaction marker of a partition's log, oldest first, for
     a coordinator to replay."""
-    offset = log.log_start_offset
-    end = log.log_end_offset
-    while offset < end:
-        found = log.read(offset, LOAD_READ_BYTES, end).records
-        if found is None:
-            return
-        data = found.read()
-        for position, header in iter_batches(data):
-            offset = header.last_offset + 1
-            records = decode_batch(data, position)
-            if header.is_control:
-                if not (header.is_transactional and records):
-                    continue
-                try:
-                    control_type, _coordinator_epoch = read_end_txn_marker(records[0])
-                except CorruptRecordError:
-                    continue  # a control record that is no transaction marker
-                committed = control_type == ControlType.COMMIT
-                yield LoadedMarker(header.producer_id, committed, records[0].offset)
+    for data, position, header in log.iter_batches(LOAD_READ_BYTES):
+        records = decode_batch(data, position)
+        if header.is_control:
+            if not (header.is_transactional and records):
                 continue
-            for record in records:
-                if record.key is not None:
-                    yield LoadedRecord(
-                        record.key,
-                        record.value,
-                        header.producer_id,
-                        header.is_transactional,
-                        record.offset,
-                    )
+            try:
+                control_type, _coordinator_epoch = read_end_txn_marker(records[0])
+            except CorruptRecordError:
+                continue  # a control record that is no transaction marker
+            committed = control_type == ControlType.COMMIT
+            yield LoadedMarker(header.producer_id, committed, records[0].offset)
+            continue
+        for record in records:
+            if record.key is not None:
+                yield LoadedRecord(
+                    record.key,
+                    record.value,
+                    header.producer_id,
+                    header.is_transactional,
+                    record.offset,
+                )

@@ -17,13 +17,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 from rlog.core.broker.config import TRANSACTION_STATE_TOPIC
+from rlog.core.broker.group_hosting import LOAD_READ_BYTES
 from rlog.core.broker.markers import MarkerDelivery
 from rlog.core.broker.messages import AppendAnswer, Body, PeerRequest, Token
 from rlog.core.broker.producer_ids import ProducerIdPool
 from rlog.core.metadata.image import MetadataImage
 from rlog.core.protocol.apis import ApiKey
 from rlog.core.protocol.errors import ErrorCode
-from rlog.core.records import build_batch, decode_batch, iter_batches
+from rlog.core.records import build_batch, decode_batch
 from rlog.core.replication import Replica, TxnMarker
 from rlog.core.storage.log import Log
 from rlog.core.transactions import (
@@ -38,9 +39,6 @@ from rlog.core.transactions import (
     TxnLoadSummary,
     WriteMarkers,
 )
-
-WRITE_TIMEOUT_MS = 5_000
-LOAD_READ_BYTES = 1024 * 1024
 
 # The coordinator's method for each transaction API, and whether it takes the time.
 TXN_APIS: dict[int, tuple[str, bool]] = {
@@ -230,17 +228,9 @@ class TxnHosting:
 
 def _read_records(log: Log) -> Iterator[tuple[bytes, bytes | None]]:
     """Every keyed record of a partition's log, oldest first, for the coordinator to replay."""
-    offset = log.log_start_offset
-    end = log.log_end_offset
-    while offset < end:
-        found = log.read(offset, LOAD_READ_BYTES, end).records
-        if found is None:
-            return
-        data = found.read()
-        for position, header in iter_batches(data):
-            offset = header.last_offset + 1
-            if header.is_control:
-                continue
-            for record in decode_batch(data, position):
-                if record.key is not None:
-                    yield record.key, record.value
+    for data, position, header in log.iter_batches(LOAD_READ_BYTES):
+        if header.is_control:
+            continue
+        for record in decode_batch(data, position):
+            if record.key is not None:
+                yield record.key, record.value

@@ -314,6 +314,20 @@ class Log:
                 return FetchSliceInfo(offset, found)
         return FetchSliceInfo(offset, None)
 
+    def iter_batches(self, chunk_bytes: int) -> Iterator[tuple[bytes, int, BatchHeader]]:
+        """(chunk, position, header) of every batch from the log start to the LEO, read
+        `chunk_bytes` at a time: for coordinators replaying their partition when they load it."""
+        offset = self._log_start_offset
+        end = self.log_end_offset
+        while offset < end:
+            found = self.read(offset, chunk_bytes, end).records
+            if found is None:
+                return
+            data = found.read()
+            for position, header in iter_batches(data):
+                offset = header.last_offset + 1
+                yield data, position, header
+
     def iter_batch_headers(self, start_offset: int | None = None) -> Iterator[BatchHeader]:
         """Headers of every batch from the log start (or from the batch holding `start_offset`),
         oldest first, reading 61 bytes per batch: for startup rebuilds such as producer state.

@@ -142,7 +142,7 @@ class BrokerSettings:
     broker_session_timeout_ms: int = 9_000
     broker_heartbeat_interval_ms: int = 2_000
     auto_leader_rebalance_enable: bool = True
-    leader_imbalance_check_interval_seconds: int = 300
+    leader_imbalance_check_interval_seconds: int = 5  # Kafka: 300; see configs/*.toml
     # Kafka's default is 50 partitions; every broker of an rlog cluster shares one machine, so
     # rlog takes Redpanda's smaller default. The replication factor is capped by the brokers.
     offsets_topic_num_partitions: int = 16

@@ -79,6 +79,17 @@ class BrokerHeartbeatRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class BrokerProcessExitedRequest:
+    """The supervisor saw this broker's process end (rlogd is the parent of every broker): no
+    Kafka API, an rlog notice. `incarnation_id` names the process that ended, so a notice that
+    arrives after its successor registered changes nothing."""
+
+    token: Token
+    broker_id: int
+    incarnation_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class NewTopic:
     name: str
     num_partitions: int = -1  # -1: the cluster default (num.partitions)
@@ -157,6 +168,7 @@ class AllocateProducerIdsRequest:
 ControllerRequest = (
     RegisterBrokerRequest
     | BrokerHeartbeatRequest
+    | BrokerProcessExitedRequest
     | CreateTopicsRequest
     | DeleteTopicsRequest
     | CreatePartitionsRequest
@@ -182,6 +194,12 @@ class BrokerHeartbeatResponse:
     is_caught_up: bool = False
     is_fenced: bool = True
     should_shutdown: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerProcessExitedResponse:
+    fenced: bool  # this notice fenced the broker (it was unfenced and this incarnation)
+    message: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,6 +272,7 @@ class AllocateProducerIdsResponse:
 ControllerResponse = (
     RegisterBrokerResponse
     | BrokerHeartbeatResponse
+    | BrokerProcessExitedResponse
     | CreateTopicsResponse
     | DeleteTopicsResponse
     | ErrorResponse

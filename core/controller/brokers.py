@@ -2,9 +2,14 @@
 producer-id blocks.
 
 A broker's life in the image: registered (fenced) -> unfenced once its metadata has caught up
-with its registration -> fenced again when its session expires, it asks to be, or it shuts down.
-Before a broker is fenced its leaderships move and it leaves the ISRs, so a fenced broker never
-leads.
+with its registration -> fenced again when its session expires, it asks to be, it shuts down,
+or its supervisor saw its process end. Before a broker is fenced its leaderships move and it
+leaves the ISRs, so a fenced broker never leads.
+
+Sessions are soft state. A session guards a registration against a second process with the same
+id; it ends when the broker's session times out, when its controlled shutdown completes, and
+when rlogd reports its process gone, so a restarted process registers at once instead of
+waiting out broker.session.timeout.ms.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from rlog.core.controller.api import (
     AllocateProducerIdsResponse,
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
+    BrokerProcessExitedRequest,
+    BrokerProcessExitedResponse,
     RegisterBrokerRequest,
     RegisterBrokerResponse,
 )
@@ -60,9 +67,15 @@ def expire_sessions(state: ControllerState, now_ms: int) -> None:
 
 
 def start_sessions(state: ControllerState, now_ms: int) -> None:
-    """Every known broker without a session gets one from now (a starting controller)."""
-    for broker_id in state.image.brokers:
-        state.last_contact_ms.setdefault(broker_id, now_ms)
+    """Every unfenced broker gets a session from now (a starting controller): it may be alive
+    and must keep its registration. A fenced one leads nothing, and after a clean stop of the
+    cluster every broker is fenced: their restarted processes register without waiting."""
+    for broker in state.image.live_brokers():
+        state.last_contact_ms.setdefault(broker.broker_id, now_ms)
+
+
+def end_session(state: ControllerState, broker_id: int) -> None:
+    state.last_contact_ms.pop(broker_id, None)
 
 
 # ---- RegisterBroker ----
@@ -184,7 +197,30 @@ def handle_heartbeat(
     should_shutdown = (
         request.want_shutdown and fenced and request.current_metadata_offset >= shutdown_offset
     )
+    if should_shutdown:  # it stops now: its next process need not wait for this session
+        end_session(state, broker.broker_id)
     return BrokerHeartbeatResponse(ErrorCode.NONE, caught_up, fenced, should_shutdown)
+
+
+# ---- the supervisor's notice ----
+
+
+def handle_process_exited(
+    state: ControllerState, request: BrokerProcessExitedRequest, now_ms: int
+) -> BrokerProcessExitedResponse:
+    """rlogd saw the process of `request.incarnation_id` end: fence it now (its leaderships move
+    and it leaves the ISRs) rather than when its session expires, and end the session so its
+    restarted process registers at once. A notice about an earlier incarnation is ignored."""
+    broker = state.image.brokers.get(request.broker_id)
+    if broker is None or broker.incarnation_id != request.incarnation_id:
+        return BrokerProcessExitedResponse(
+            False, f"broker {request.broker_id} is not registered by that process"
+        )
+    end_session(state, broker.broker_id)
+    if broker.fenced:
+        return BrokerProcessExitedResponse(False, f"broker {broker.broker_id} was fenced already")
+    fence_broker(state, broker.broker_id, "its process exited")
+    return BrokerProcessExitedResponse(True, f"broker {broker.broker_id} fenced")
 
 
 # ---- AllocateProducerIds ----

@@ -24,6 +24,7 @@ from rlog.core.controller.api import (
     AlterConfigsRequest,
     AlterPartitionRequest,
     BrokerHeartbeatRequest,
+    BrokerProcessExitedRequest,
     ControllerConfig,
     ControllerRequest,
     ControllerResponse,
@@ -43,6 +44,7 @@ Handler = Callable[[ControllerState, Any, int], ControllerResponse]
 HANDLERS: dict[type, Handler] = {
     RegisterBrokerRequest: brokers.handle_register,
     BrokerHeartbeatRequest: brokers.handle_heartbeat,
+    BrokerProcessExitedRequest: brokers.handle_process_exited,
     AllocateProducerIdsRequest: brokers.handle_allocate_producer_ids,
     CreateTopicsRequest: topics.handle_create_topics,
     DeleteTopicsRequest: topics.handle_delete_topics,

@@ -55,6 +55,7 @@ class ControllerLink:
         gate: Callable[[], Awaitable[None]] | None = None,
         previous_broker_epoch: int = -1,
         recovering_log_ends: Callable[[], list[ReplicaLogEnd]] = list,
+        incarnation_id: uuid.UUID | None = None,
     ) -> None:
         """`gate`: chaos's hold on the link to the controller (see faults.py).
         `previous_broker_epoch`: the epoch of the last clean shutdown, -1 after a crash.
@@ -70,7 +71,7 @@ class ControllerLink:
         self.on_metadata = on_metadata
         self.image = MetadataImage()
         self.broker_epoch: int | None = None
-        self.incarnation_id = uuid.uuid4()
+        self.incarnation_id = incarnation_id or uuid.uuid4()
         self.metadata_high_watermark = 0
         self.fenced = True
         self.should_shut_down = False

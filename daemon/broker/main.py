@@ -8,6 +8,7 @@ import logging
 import signal
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -126,6 +127,7 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
         gate=faults.gate(CONTROLLER),
         previous_broker_epoch=core.previous_broker_epoch,
         recovering_log_ends=core.recovering_log_ends,
+        incarnation_id=args.incarnation_id,
     )
     peers = PeerLinks(args.id, lambda: link.image, faults)
     driver.connect(link.alter_partition, peers.send, link.allocate_producer_ids)
@@ -220,6 +222,13 @@ def main(argv: list[str] | None = None) -> None:
         type=Path,
         default=None,
         help="append replica events to this JSON-lines journal (rlogd passes it)",
+    )
+    parser.add_argument(
+        "--incarnation-id",
+        type=uuid.UUID,
+        default=None,
+        help="this process's incarnation id (rlogd passes a new one at every start, so it can "
+        "tell the controller which process ended); random if not given",
     )
     args = parser.parse_args(argv)
     logging.basicConfig(

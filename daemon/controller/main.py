@@ -3,6 +3,9 @@
     python -m rlog.daemon.controller --port P --data-dir DIR --cluster-id ID
                                      [--host 127.0.0.1] [--config FILE] [--events FILE]
 
+With --rlogd-notices (rlogd passes it) the controller reads rlogd's notices on stdin: a broker
+whose process exited is fenced at once (see notices.py).
+
 With --events (rlogd passes DATA_DIR/events/controller.jsonl) each committed metadata record's
 events (broker fenced, leader elected, ISR shrunk, ...) are appended there; see
 rlog.daemon.events.
@@ -34,6 +37,7 @@ from rlog.core.storage.log import Log
 from rlog.daemon.broker.server import BrokerServer
 from rlog.daemon.config import BrokerSettings, ConfigError, load_config
 from rlog.daemon.controller.handlers import Handlers
+from rlog.daemon.controller.notices import read_notices
 from rlog.daemon.controller.service import TICK_INTERVAL_MS, ControllerService
 from rlog.daemon.data_dir import meta_path
 from rlog.daemon.events import EventJournal
@@ -158,9 +162,13 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
         asyncio.create_task(stop.wait()),
         asyncio.create_task(service.failed.wait()),
     ]
+    if args.rlogd_notices:  # not a duty: the end of stdin must not stop the controller
+        notices = asyncio.create_task(read_notices(service))
     done, _ = await asyncio.wait(duties, return_when=asyncio.FIRST_COMPLETED)
     for duty in duties:
         duty.cancel()
+    if args.rlogd_notices:
+        notices.cancel()
     await server.close()
     metadata_log.close()
     if journal is not None:
@@ -194,6 +202,11 @@ def main(argv: list[str] | None = None) -> None:
         type=Path,
         default=None,
         help="append metadata events to this JSON-lines journal (rlogd passes it)",
+    )
+    parser.add_argument(
+        "--rlogd-notices",
+        action="store_true",
+        help="read rlogd's notices (a broker's process exited) on stdin (rlogd passes it)",
     )
     args = parser.parse_args(argv)
     logging.basicConfig(

@@ -78,6 +78,7 @@ def _controller_argv(
 ) -> list[str]:
     argv = [sys.executable, "-m", CONTROLLER_MODULE, "--host", HOST, "--port", str(port)]
     argv += ["--data-dir", str(data_dir), "--cluster-id", cluster_id, "--events", str(events)]
+    argv += ["--rlogd-notices"]  # rlogd tells it of broker exits on its stdin
     return argv + (["--config", str(config)] if config is not None else [])
 
 

@@ -40,6 +40,8 @@ class SupervisedProcess:
     restart_requested: bool = False
     spawns: int = 0  # times started by this rlogd: the first is a start, later ones restarts
     previous_pid: int | None = None
+    # A broker's current process, as it registers with the controller (a new one per start).
+    incarnation_id: str | None = None
     started_at_ms: int | None = None  # wall clock, for the status
     stats: ProcessStats = field(default_factory=ProcessStats)
     supervisor: asyncio.Task[None] | None = field(default=None, repr=False)

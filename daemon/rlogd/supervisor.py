@@ -6,9 +6,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import json
 import logging
 import signal
 import time
+import uuid
 
 from rlog.core.protocol.apis import ApiKey
 from rlog.daemon.exit_codes import ExitCode
@@ -19,6 +21,8 @@ from rlog.daemon.wire import KafkaClient, WireError
 
 log = logging.getLogger("rlogd")
 
+# How long rlogd waits to hand the controller a notice before it restarts the broker anyway.
+NOTICE_TIMEOUT_S = 1.0
 # A process that stayed up this long has recovered: its next crash starts the backoff again.
 HEALTHY_RUN_S = 10.0
 _PR_SET_PDEATHSIG = 1
@@ -55,6 +59,7 @@ class Supervisor:
                 break
             ran_s = time.monotonic() - child.started_at
             log.warning("%s exited with %s after %.1f s", child.name, describe_exit(code), ran_s)
+            await self._tell_controller_exited(child)
             if child.restart_requested:  # a `restart` request: start it again now
                 child.restart_requested = False
                 child.restarts += 1
@@ -125,10 +130,18 @@ class Supervisor:
     async def _spawn(self, child: SupervisedProcess) -> None:
         child.data_dir.mkdir(parents=True, exist_ok=True)
         child.log_path.parent.mkdir(parents=True, exist_ok=True)
+        argv = child.argv
+        if child.role == "broker":
+            child.incarnation_id = str(uuid.uuid4())
+            argv = [*argv, "--incarnation-id", child.incarnation_id]
+        # The controller reads rlogd's notices (broker exits) on its stdin.
+        stdin = (
+            asyncio.subprocess.PIPE if child.role == "controller" else asyncio.subprocess.DEVNULL
+        )
         with open(child.log_path, "ab") as output:
             child.process = await asyncio.create_subprocess_exec(
-                *child.argv,
-                stdin=asyncio.subprocess.DEVNULL,
+                *argv,
+                stdin=stdin,
                 stdout=output,
                 stderr=output,
                 preexec_fn=_die_with_parent,
@@ -165,6 +178,26 @@ class Supervisor:
             return
 
     # -- after an exit ------------------------------------------------------------------------
+    async def _tell_controller_exited(self, child: SupervisedProcess) -> None:
+        """A broker's process ended: tell the controller now, before it is restarted, so its
+        leaderships move at once (not after broker.session.timeout.ms) and the new process may
+        register at once. The heartbeat timeout stays the fallback if this is lost."""
+        controller = self.cluster.controller.process
+        if child.role != "broker" or child.incarnation_id is None or controller is None:
+            return
+        if controller.returncode is not None or controller.stdin is None:
+            return
+        notice = {
+            "op": "broker_exited",
+            "broker_id": child.node_id,
+            "incarnation_id": child.incarnation_id,
+        }
+        try:
+            controller.stdin.write(json.dumps(notice).encode() + b"\n")
+            await asyncio.wait_for(controller.stdin.drain(), NOTICE_TIMEOUT_S)
+        except (OSError, TimeoutError) as error:  # the controller is going away: it will see
+            log.warning("could not tell the controller that %s exited: %r", child.name, error)
+
     async def _park(self, child: SupervisedProcess, code: int) -> None:
         """The policy does not restart it: record why, then wait for a `restart` request."""
         child.state = "stopped" if code in (ExitCode.OK, ExitCode.CONFIG) else "failed"

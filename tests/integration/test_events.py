@@ -133,7 +133,10 @@ def test_a_killed_leader_is_journaled_from_exit_to_rejoining_the_isr(cluster_fac
     elected = first_index(events, "leader_elected", previous_leader=leader, **part)
     shrunk = first_index(events, "isr_shrunk", **part)
     expanded = first_index(events, "isr_expanded", **part)
-    assert exited < restarted < fenced < elected < shrunk < expanded, events
+    # rlogd tells the controller of the exit before it restarts the broker, so the fence
+    # usually comes first; the two journals' clocks only promise each follows the exit.
+    assert exited < fenced < elected < shrunk < expanded, events
+    assert exited < restarted < expanded, events
     assert events[exited]["signal"] == "SIGKILL" and events[exited]["by_request"] is True
     assert events[restarted]["previous_pid"] == events[exited]["pid"]
     new_leader = events[elected]
@@ -153,7 +156,7 @@ def test_a_killed_leader_is_journaled_from_exit_to_rejoining_the_isr(cluster_fac
     )
     assert done.returncode == 0, done.stderr
     printed = [json.loads(line) for line in done.stdout.splitlines()]
-    wanted = [events[i] for i in (exited, restarted, fenced, elected, shrunk, expanded)]
+    wanted = [events[i] for i in sorted((exited, restarted, fenced, elected, shrunk, expanded))]
     assert [e for e in printed if e in wanted] == wanted
     # ... and as a table.
     table = subprocess.run(

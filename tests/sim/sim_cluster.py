@@ -69,6 +69,7 @@ from rlog.core.controller import (
     AllocateProducerIdsRequest,
     AlterPartitionRequest,
     BrokerHeartbeatRequest,
+    BrokerProcessExitedRequest,
     Controller,
     ControllerConfig,
     CreateTopicsRequest,
@@ -90,6 +91,7 @@ from rlog.core.transactions import TxnConfig
 TOPIC = "t"
 BROKERS = (1, 2, 3)
 CONTROLLER = "c"
+SUPERVISOR = "rlogd"  # tells the controller of a broker's exit (a pipe: never cut)
 PRODUCER = "p"
 SESSION_TIMEOUT_MS = 2_000
 LAG_TIME_MAX_MS = 1_000
@@ -313,6 +315,11 @@ class BrokerNode:
         self.fs.crash(self.sim.rng, power_loss=power_loss)
 
     @property
+    def incarnation_id(self) -> str:
+        """This process's id as it registers (each restart is a new incarnation)."""
+        return f"b{self.broker_id}-{self.incarnation}"
+
+    @property
     def replicas(self) -> dict[int, Replica]:
         return {index: r for (topic, index), r in self.core.replicas.items() if topic == TOPIC}
 
@@ -525,7 +532,7 @@ class BrokerNode:
                 request = RegisterBrokerRequest(
                     self._token(),
                     self.broker_id,
-                    f"b{self.broker_id}-{self.incarnation}",
+                    self.incarnation_id,
                     "sim",
                     9092,
                     previous_broker_epoch=self.core.previous_broker_epoch,
@@ -937,6 +944,8 @@ class Simulation:
             power_loss = rng.random() < 0.5
             self.brokers[target].crash(power_loss)
             kind = "crash-power-loss" if power_loss else "crash"
+            if rng.random() < 0.7:  # rlogd saw it; the notice may still be late or lost
+                self._tell_controller_exited(self.brokers[target])
         elif kind == "pause":
             self.brokers[target].paused_until = self.now_ms + duration_ms
         elif kind in ("isolate", "cut-controller", "cut-peers"):
@@ -953,6 +962,14 @@ class Simulation:
         self.fault = (kind, target, self.now_ms + duration_ms)
         self.faults_injected += 1
         self.trace(f"FAULT {kind} {target} for {duration_ms} ms")
+
+    def _tell_controller_exited(self, broker: BrokerNode) -> None:
+        notice = BrokerProcessExitedRequest(
+            ("admin", "exited", broker.broker_id, broker.incarnation),
+            broker.broker_id,
+            broker.incarnation_id,
+        )
+        self.network.send(SUPERVISOR, CONTROLLER, "request", notice)
 
     def _end_fault_if_due(self, *, now: bool = False) -> None:
         if self.fault is None or (not now and self.now_ms < self.fault[2]):

@@ -24,6 +24,7 @@ from rlog.core.controller import (
     AlterPartitionResponse,
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
+    BrokerProcessExitedRequest,
     Controller,
     ControllerConfig,
     ControllerResponse,
@@ -627,6 +628,76 @@ def test_restarted_controller_fences_silent_brokers_after_a_full_session() -> No
     ]
     restarted.advance(ready)
     assert all(s.leader == NO_LEADER for _, _, s in restarted.image.iter_partitions())
+
+
+def test_a_process_exit_fences_at_once_and_its_successor_registers_at_once() -> None:
+    driver = run_script("""
+        brokers 1 2 3
+        create orders partitions=3 rf=3
+    """)
+    led = driver.controller.image.partitions_led_by(1)
+    assert led
+    exited = driver.call(
+        BrokerProcessExitedRequest, broker_id=1, incarnation_id=driver.incarnations[1]
+    )
+    assert exited.fenced
+    image = driver.controller.image
+    assert image.brokers[1].fenced and image.partitions_led_by(1) == []
+    assert all(1 not in info.isr for _, _, info in image.iter_partitions())
+    # Well inside broker.session.timeout.ms, the restarted process is not a duplicate.
+    driver.now_ms += 100
+    restarted = driver.register(1, incarnation="restarted")
+    assert restarted.error == ErrorCode.NONE
+
+
+def test_a_late_exit_notice_does_not_touch_the_next_incarnation() -> None:
+    driver = run_script("brokers 1 2\ncreate t partitions=2 rf=2")
+    driver.now_ms += driver.config.broker_session_timeout_ms + 1
+    driver.register(1, incarnation="second")
+    driver.heartbeat(1)  # caught up: unfenced again
+    assert not driver.controller.image.brokers[1].fenced
+    late = driver.call(BrokerProcessExitedRequest, broker_id=1, incarnation_id="incarnation-1")
+    assert not late.fenced
+    assert not driver.controller.image.brokers[1].fenced
+    # A second process with the same id is still refused while the session lives.
+    assert driver.register(1, incarnation="impostor").error == (
+        ErrorCode.DUPLICATE_BROKER_REGISTRATION
+    )
+    unknown = driver.call(BrokerProcessExitedRequest, broker_id=9, incarnation_id="x")
+    assert not unknown.fenced
+
+
+def test_a_finished_controlled_shutdown_ends_the_session() -> None:
+    driver = run_script("""
+        brokers 1 2 3
+        create orders partitions=3 rf=3
+    """)
+    driver.heartbeat(1, want_shutdown=True)
+    assert driver.heartbeat(1, want_shutdown=True).should_shutdown
+    driver.now_ms += 100
+    assert driver.register(1, incarnation="after-clean-stop").error == ErrorCode.NONE
+
+
+def test_a_restarted_controller_gives_fenced_brokers_no_session() -> None:
+    """After a clean stop of the whole cluster every broker is fenced: the controller that
+    starts next must let their new processes register at once."""
+    driver = run_script("brokers 1 2\ncreate t partitions=2 rf=2")
+    for broker_id in (1, 2):
+        driver.heartbeat(broker_id, want_shutdown=True)
+        driver.heartbeat(broker_id, want_shutdown=True)
+    image = MetadataImage()
+    for offset, record in enumerate(driver.durable):
+        image.apply(offset, record)
+    assert all(broker.fenced for broker in image.brokers.values())
+    restarted = Controller(driver.config, image, len(driver.durable))
+    restarted.step(
+        RegisterBrokerRequest(
+            token="t", broker_id=1, incarnation_id="new", host="localhost", port=9091
+        ),
+        1_000_000,
+    )
+    ready = restarted.ready()
+    assert ready.responses[0][1].error == ErrorCode.NONE
 
 
 def test_producer_id_blocks() -> None:

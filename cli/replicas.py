@@ -4,7 +4,8 @@ confluent-kafka does not expose leader epochs or followers' log end offsets, so 
 describe`` and ``rlog topic elect-leaders`` speak the protocol themselves through
 :class:`rlog.daemon.wire.BlockingKafkaClient`:
 
-* Metadata v8 from any broker that answers: leaders, leader epochs, replicas, ISR, brokers.
+* Metadata v8 from any broker that answers: leaders, leader epochs, replicas, ISR, the
+  offline replicas (on brokers the controller does not count live: fenced), brokers.
 * ListOffsets v4 "latest" at the leader as a consumer (replica id -1): the high watermark;
   "earliest": the log start offset; "latest" with isolation level 1 (read_committed): the last
   stable offset (LSO), below which no transaction is open.
@@ -12,19 +13,25 @@ describe`` and ``rlog topic elect-leaders`` speak the protocol themselves throug
   at each replica's broker: that replica's log end offset. A replica whose broker is down has
   none.
 * ElectLeaders v2 to any broker, which forwards it to the controller.
+
+rlogd knows sooner than the controller that a broker is paused or down (the controller fences a
+paused one only when its session expires), so when its control socket answers,
+:func:`rlogd_processes` adds its view: :func:`offline_reasons` says why each replica is offline,
+and brokers it reports not running are not asked at all (a paused one would cost a timeout).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlog.cli.discovery import split_address
+from rlog.cli.discovery import Settings, running_cluster, split_address
 from rlog.cli.terminal import CliError, ExitCode
 from rlog.core.protocol.apis import ApiKey
 from rlog.core.protocol.errors import ErrorCode
+from rlog.daemon import control
 from rlog.daemon.wire import BlockingKafkaClient, WireError
 
 Body = dict[str, Any]
@@ -55,6 +62,8 @@ class Partition:
     leader_epoch: int
     replicas: list[int]
     isr: list[int]
+    # Replicas on brokers the controller does not count live (fenced or never registered).
+    offline_replicas: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -68,6 +77,9 @@ class WireCluster:
     # Brokers that failed once: not asked again in this command (a paused one would cost a
     # whole timeout per request).
     _down: set[tuple[str, int]] = field(default_factory=set)
+    # Brokers rlogd says are not running (a paused one would cost a timeout): never asked for
+    # offsets, and for Metadata only after every other bootstrap broker.
+    avoid: set[tuple[str, int]] = field(default_factory=set)
 
     def _client(self, address: tuple[str, int]) -> BlockingKafkaClient:
         if address not in self._clients:
@@ -77,10 +89,8 @@ class WireCluster:
     def request_any(self, api_key: ApiKey, version: int, body: Body) -> Body:
         """Ask the bootstrap brokers in turn; the first answer, or the "unreachable" error."""
         reasons = []
-        for text in self.bootstrap.split(","):
-            if not text.strip():
-                continue
-            address = split_address(text)
+        addresses = [split_address(text) for text in self.bootstrap.split(",") if text.strip()]
+        for address in sorted(addresses, key=lambda a: a in self.avoid):  # stable: order kept
             if address in self._down:
                 continue
             try:
@@ -97,7 +107,7 @@ class WireCluster:
     def request_at(self, broker_id: int, api_key: ApiKey, version: int, body: Body) -> Body | None:
         """Ask one broker by id; None when it is not in the cluster's Metadata or is down."""
         address = self.brokers.get(broker_id)
-        if address is None or address in self._down:
+        if address is None or address in self._down or address in self.avoid:
             return None
         try:
             return self._client(address).request(api_key, version, body)
@@ -144,6 +154,7 @@ def partitions_of(topic: Body) -> list[Partition]:
                 leader_epoch=p["leader_epoch"],
                 replicas=list(p["replica_nodes"]),
                 isr=list(p["isr_nodes"]),
+                offline_replicas=list(p.get("offline_replicas") or []),
             )
             for p in topic["partitions"]
         ),
@@ -261,6 +272,83 @@ def replica_offsets(
         result.log_start_offsets[key] = starts.get((p.leader, *key))
         result.log_end_offsets[key] = {r: leos.get((r, *key)) for r in p.replicas}
     return result
+
+
+# -- rlogd's view of the broker processes ---------------------------------------------------
+
+# rlogd's process states in which a broker serves nothing, and the word shown for each.
+PROCESS_REASONS = {
+    "paused": "paused",
+    "starting": "starting",
+    "restarting": "restarting",
+    "stopping": "down",
+    "stopped": "down",
+    "failed": "down",
+}
+FENCED = "fenced"  # the controller does not count the broker live (Metadata's offline_replicas)
+STATUS_TIMEOUT_S = 3.0
+
+
+@dataclass(frozen=True)
+class BrokerProcess:
+    """One broker process as rlogd's status op describes it."""
+
+    id: int
+    address: tuple[str, int]
+    state: str
+
+
+def rlogd_processes(settings: Settings) -> dict[int, BrokerProcess] | None:
+    """rlogd's brokers by id, as its control socket says now; None when no rlogd of the data
+    dir answers, or when ``--bootstrap`` names none of its brokers (another cluster)."""
+    state = running_cluster(settings.data_dir)
+    if state is None:
+        return None
+    if settings.bootstrap:
+        try:
+            named = {split_address(a) for a in settings.bootstrap.split(",") if a.strip()}
+        except CliError:
+            return None
+        if not named & {(b.host, b.port) for b in state.brokers}:
+            return None
+    wait_s = min(settings.timeout_s, STATUS_TIMEOUT_S)
+    try:
+        status = control.request(settings.data_dir, {"op": "status"}, wait_s)
+    except (control.ControlUnavailable, OSError):  # quietly: the metadata alone still says a lot
+        return None
+    if not status.get("ok"):
+        return None
+    found = {}
+    for entry in status.get("brokers") or []:
+        try:
+            broker = BrokerProcess(
+                int(entry["id"]), (str(entry["host"]), int(entry["port"])), str(entry["state"])
+            )
+        except (KeyError, TypeError, ValueError):
+            continue
+        found[broker.id] = broker
+    return found
+
+
+def offline_reason(broker: int, fenced: Collection[int], states: Mapping[int, str]) -> str | None:
+    """Why a replica's broker is offline, or None: rlogd's word first (it knows a paused or
+    dead process at once), else "fenced" when the controller does not count it live."""
+    reason = PROCESS_REASONS.get(states.get(broker, ""))
+    if reason is None and broker in fenced:
+        reason = FENCED
+    return reason
+
+
+def offline_reasons(
+    replicas: Iterable[int], fenced: Collection[int], states: Mapping[int, str]
+) -> dict[int, str]:
+    """{replica: why it is offline} for the offline ones, in replica order."""
+    found = {}
+    for replica in replicas:
+        reason = offline_reason(replica, fenced, states)
+        if reason is not None:
+            found[replica] = reason
+    return found
 
 
 # -- elections ------------------------------------------------------------------------------

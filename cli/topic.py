@@ -1,10 +1,11 @@
 """``rlog topic create|list|describe|delete|elect-leaders``, in kafka-topics.sh's words.
 
 ``describe`` prints kafka-topics.sh ``--describe`` lines and adds what it does not show: the
-leader epoch, the last stable offset (LSO: below it no transaction is open; read_committed
-consumers read up to it), the high watermark and each replica's log end offset and lag (asked
-with rlog's own wire client, see :mod:`rlog.cli.replicas`). ``elect-leaders`` is
-kafka-leader-election.sh.
+offline replicas and why (fenced by the controller, or paused or down as rlogd says, which it
+knows before the controller does), the leader epoch, the last stable offset (LSO: below it no
+transaction is open; read_committed consumers read up to it), the high watermark and each
+replica's log end offset and lag (asked with rlog's own wire client, see
+:mod:`rlog.cli.replicas`). ``elect-leaders`` is kafka-leader-election.sh.
 """
 
 from __future__ import annotations
@@ -147,6 +148,7 @@ class PartitionView:
     leader_epoch: int
     replicas: list[int]
     isr: list[int]
+    offline: dict[str, str]  # replica id -> why it is offline: paused, down, fenced, ...
     high_watermark: int | None
     last_stable_offset: int | None
     log_start_offset: int | None
@@ -155,6 +157,11 @@ class PartitionView:
     @property
     def online(self) -> bool:
         return self.leader >= 0
+
+    @property
+    def available(self) -> bool:
+        """Kafka's TopicCommand: a leader, and one among the live brokers."""
+        return self.online and str(self.leader) not in self.offline
 
     def lags(self) -> dict[str, int | None]:
         """Each replica's lag behind the leader: leader LEO - replica LEO."""
@@ -214,11 +221,14 @@ def _wire(settings: Settings) -> replicas.WireCluster:
 
 
 def _partition_views(
-    partitions: list[replicas.Partition], offsets: replicas.ReplicaOffsets
+    partitions: list[replicas.Partition],
+    offsets: replicas.ReplicaOffsets,
+    states: dict[int, str],
 ) -> list[PartitionView]:
     views = []
     for p in partitions:
         key = (p.topic, p.partition)
+        offline = replicas.offline_reasons(p.replicas, p.offline_replicas, states)
         views.append(
             PartitionView(
                 partition=p.partition,
@@ -226,6 +236,7 @@ def _partition_views(
                 leader_epoch=p.leader_epoch,
                 replicas=p.replicas,
                 isr=p.isr,
+                offline={str(r): reason for r, reason in offline.items()},
                 high_watermark=offsets.high_watermarks[key],
                 last_stable_offset=offsets.last_stable_offsets.get(key),
                 log_start_offset=offsets.log_start_offsets[key],
@@ -235,11 +246,30 @@ def _partition_views(
     return views
 
 
+def _answering(
+    settings: Settings,
+    processes: dict[int, replicas.BrokerProcess],
+    avoid: set[tuple[str, int]],
+) -> Settings:
+    """The settings with only running brokers to bootstrap from, when rlogd says some are not:
+    the configs' AdminClient then starts at one that answers."""
+    up = [
+        b.address for b in sorted(processes.values(), key=lambda b: b.id) if b.address not in avoid
+    ]
+    if not avoid or not up:
+        return settings
+    return settings.override(",".join(f"{host}:{port}" for host, port in up))
+
+
 def _describe_all(
     settings: Settings, properties: list[str] | None, names: list[str] | None
 ) -> list[TopicView]:
-    """Metadata and offsets through rlog's wire client, configs through an AdminClient."""
+    """Metadata and offsets through rlog's wire client, configs through an AdminClient, and
+    each broker process's state from rlogd when its control socket answers."""
+    processes = replicas.rlogd_processes(settings) or {}
+    states = {b.id: b.state for b in processes.values()}
     cluster = _wire(settings)
+    cluster.avoid = {b.address for b in processes.values() if b.state in replicas.PROCESS_REASONS}
     try:
         metadata = replicas.fetch_metadata(cluster, sorted(set(names)) if names else None)
         found = {t["name"]: replicas.partitions_of(t) for t in metadata["topics"]}
@@ -251,12 +281,14 @@ def _describe_all(
         offsets = replicas.replica_offsets(cluster, every, stable=True)
     finally:
         cluster.close()
-    admin = open_admin(settings, properties) if wanted else None
+    admin = (
+        open_admin(_answering(settings, processes, cluster.avoid), properties) if wanted else None
+    )
     views = []
     for name in wanted:
         assert admin is not None
         configs, min_isr = _configs(admin, name)
-        parts = _partition_views(found[name], offsets)
+        parts = _partition_views(found[name], offsets, states)
         factor = len(parts[0].replicas) if parts else 0
         views.append(TopicView(name, len(parts), factor, configs, min_isr, parts))
     return views
@@ -269,7 +301,7 @@ def _keep(view: PartitionView, min_isr: int, filters: dict[str, bool]) -> bool:
         "under_replicated": len(view.isr) < len(view.replicas),
         "under_min_isr": len(view.isr) < min_isr,
         "at_min_isr": len(view.isr) == min_isr,
-        "unavailable": not view.online,
+        "unavailable": not view.available,
     }
     return any(checks[name] for name, wanted in filters.items() if wanted)
 
@@ -286,11 +318,13 @@ def _text(view: TopicView) -> list[str]:
     ]
     for p in view.partitions:
         leos = ",".join(f"{r}={_dash(o)}" for r, o in p.log_end_offsets.items())
+        offline = ",".join(f"{r}({why})" for r, why in p.offline.items())
         lags = ",".join(f"{r}={_dash(lag)}" for r, lag in p.lags().items())
         lines.append(
             f"\tTopic: {view.topic}\tPartition: {p.partition}\t"
             f"Leader: {p.leader if p.online else 'none'}\t"
             f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}\t"
+            f"Offline: {offline}\t"
             f"LeaderEpoch: {p.leader_epoch if p.leader_epoch >= 0 else '-'}\t"
             f"LSO: {_dash(p.last_stable_offset)}\tHW: {_dash(p.high_watermark)}\t"
             f"LEO: {leos}\tLag: {lags}"
@@ -323,21 +357,32 @@ def describe(
         ),
     ] = False,
     unavailable: Annotated[
-        bool, typer.Option("--unavailable-partitions", help="Only partitions without a leader.")
+        bool,
+        typer.Option(
+            "--unavailable-partitions",
+            help="Only partitions without a leader or whose leader is offline.",
+        ),
     ] = False,
     bootstrap: BootstrapOption = None,
     data_dir: DataDirOption = None,
     properties: PropertyOption = None,
 ) -> None:
-    """Describe topics as kafka-topics.sh --describe, plus each partition's leader epoch, last
-    stable offset (LSO) and high watermark (HW), and each replica's log end offset (LEO) and
-    lag behind the leader.
+    """Describe topics as kafka-topics.sh --describe, plus each partition's offline replicas,
+    leader epoch, last stable offset (LSO) and high watermark (HW), and each replica's log end
+    offset (LEO) and lag behind the leader.
+
+    Offline lists the replicas whose broker is offline, with why: "fenced" when the controller
+    does not count the broker live; "paused", "down", "restarting" or "starting" when rlogd
+    says its process is not running (known only when the data dir's rlogd answers, and at
+    once, while the controller still counts a paused broker live until its session expires).
+    E.g. "Offline: 2(paused)"; empty when none; in JSON {"2": "paused"}.
 
     The LSO is the first offset of the oldest transaction still open (the HW when none is open):
     read_committed consumers read up to it, read_uncommitted ones up to the HW.
 
-    LEOs are asked of each replica's own broker; a replica whose broker is down shows "-"
-    (null in JSON). A partition without a leader shows "Leader: none" (-1 in JSON)."""
+    LEOs are asked of each replica's own broker; a replica whose broker is down or offline
+    shows "-" (null in JSON). A partition without a leader shows "Leader: none" (-1 in JSON).
+    --unavailable-partitions shows those and the ones whose leader is offline."""
     settings = settings_of(ctx).override(bootstrap, data_dir)
     filters = {
         "under_replicated": under_replicated,

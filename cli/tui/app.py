@@ -79,6 +79,9 @@ class RlogTui(App[None]):
         self._previous: Snapshot | None = None  # the last snapshot with counters, for rates
         self._history_in: dict[int, tuple[float, ...]] = {}
         self._history_out: dict[int, tuple[float, ...]] = {}
+        # Recent ISR and leader changes by partition, kept across refreshes (each snapshot
+        # brings only the events new since the last one).
+        self._changes: dict[model.PartitionKey, model.PartitionChange] = {}
         self._collecting = False
 
     # -- layout -------------------------------------------------------------------------------
@@ -144,9 +147,12 @@ class RlogTui(App[None]):
             model.BROKER_COLUMNS,
             model.broker_rows(snapshot, rates.records_in),
         )
+        now = snapshot.wall_time if snapshot.wall_time is not None else time.time()
+        self._changes = model.partition_changes(self._changes, snapshot.events, now)
         partitions = self.query_one("#partition-table", DataTable)
         columns = model.partition_columns(snapshot.partitions)
-        sync_table(partitions, columns, model.partition_rows(snapshot.partitions))
+        rows = model.partition_rows(snapshot.partitions, snapshot.processes, self._changes)
+        sync_table(partitions, columns, rows)
         self.query_one("#groups-note", Static).update(model.groups_message(snapshot))
         sync_table(
             self.query_one("#group-table", DataTable),
@@ -260,9 +266,10 @@ class RlogTui(App[None]):
     def action_help(self) -> None:
         self.notify(
             "k kill, p pause, r resume, s restart the selected process; c create a topic; "
-            "1-5 switch tabs; q quit. " + model.LSO_NOTE + " " + model.RATES_NOTE,
+            "1-5 switch tabs; q quit. "
+            + " ".join((model.MARKS_NOTE, model.LSO_NOTE, model.RATES_NOTE)),
             title="rlog tui",
-            timeout=10,
+            timeout=15,
         )
 
 

@@ -3,6 +3,13 @@
 Nothing here does I/O or knows Textual: cells are rich ``Text`` so the tests can read both the
 characters and the styles.
 
+The partitions table marks what is offline and what just changed. A replica is offline when
+rlogd says its process is not running (paused, down, restarting: known at once) or the
+controller has fenced its broker (Metadata's offline replicas); a paused leader still leads
+until its session expires, so its cell says so. An ISR or leader change is kept for
+:data:`RECENT_S` seconds from the journal's events, so a shrink that heals within a refresh is
+still seen.
+
 Records/s in and out per broker come from the counters each broker rewrites every second
 (`traffic.json`: records produced to it, records its consumer fetches returned): the rate is
 the difference between two snapshots over the time between the broker's two writes.
@@ -19,6 +26,7 @@ from dataclasses import dataclass
 from rich.text import Text
 
 from rlog.cli.events import KIND_COLORS
+from rlog.cli.replicas import offline_reasons
 from rlog.cli.terminal import megabytes, short_duration
 from rlog.cli.tui.snapshot import (
     Event,
@@ -54,6 +62,18 @@ STATE_STYLES = {
 }
 EVENT_STYLES = KIND_COLORS  # as `rlog events` colors them
 OUT_OF_SYNC_STYLE = "bold red"
+OFFLINE_STYLE = "bold medium_purple1"  # a replica or leader on a paused, down or fenced broker
+OFFLINE_MARK = "✗"
+CHANGED_STYLE = "bold black on yellow"  # an ISR or leader that changed in the last RECENT_S
+RECENT_S = 5.0
+MARKS_KEPT = 3  # ISR changes shown per partition: the latest ones
+SHRUNK, EXPANDED = "↓", "↑"
+MARKS_NOTE = (
+    "Partitions: 2! a replica out of the ISR; 2✗ (purple) one whose broker is offline "
+    "(paused, down, restarting, or fenced by the controller); LEADER '2 paused' a leader "
+    "that is offline but not yet replaced; yellow ISR '1,3 ↓2' (↑2) an ISR that lost (gained) "
+    "broker 2 in the last 5 s, a yellow leader a new one."
+)
 HELD_BACK_STYLE = "bold yellow"  # an LSO below the HW: a transaction is open there
 # Kafka's transaction states: open ones stand out, Ongoing most.
 TXN_STATE_STYLES = {
@@ -138,18 +158,108 @@ def out_of_sync(p: PartitionInfo) -> tuple[int, ...]:
     return tuple(r for r in p.replicas if r not in p.isr)
 
 
-def replicas_cell(p: PartitionInfo) -> Text:
-    """The replica list with each out-of-sync replica marked ``!`` in red."""
+def process_states(processes: Iterable[ProcessInfo]) -> dict[int, str]:
+    """rlogd's state of each broker process, by broker id."""
+    return {p.id: p.state for p in processes if p.id is not None}
+
+
+def offline(p: PartitionInfo, states: Mapping[int, str]) -> dict[int, str]:
+    """{replica: why it is offline} as ``rlog topic describe`` says it: rlogd's word (paused,
+    down, restarting, starting), else "fenced" when the controller does not count it live."""
+    return offline_reasons(p.replicas, p.offline_replicas, states)
+
+
+def leader_offline(p: PartitionInfo, states: Mapping[int, str]) -> bool:
+    return p.leader != NO_LEADER and p.leader in offline(p, states)
+
+
+def replicas_cell(p: PartitionInfo, states: Mapping[int, str] | None = None) -> Text:
+    """The replica list with each offline replica marked ``✗`` in purple and each other
+    out-of-sync one ``!`` in red."""
     text = Text()
     lagging = set(out_of_sync(p))
+    down = offline(p, states or {})
     for i, replica in enumerate(p.replicas):
         if i:
             text.append(",")
-        if replica in lagging:
+        if replica in down:
+            text.append(f"{replica}{OFFLINE_MARK}", style=OFFLINE_STYLE)
+        elif replica in lagging:
             text.append(f"{replica}!", style=OUT_OF_SYNC_STYLE)
         else:
             text.append(str(replica))
     return text
+
+
+PartitionKey = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class PartitionChange:
+    """A partition's recent ISR and leader changes, from the journal."""
+
+    last_ts: float  # wall time of the latest one: shown until RECENT_S after it
+    marks: tuple[str, ...] = ()  # "↓2" (left the ISR), "↑2" (joined it), oldest first
+    leader_changed: bool = False
+
+
+def _mark(event: Event) -> str | None:
+    if event.kind == "isr_shrunk" and event.removed:
+        return SHRUNK + ",".join(map(str, event.removed))
+    if event.kind == "isr_expanded" and event.added:
+        return EXPANDED + ",".join(map(str, event.added))
+    return None
+
+
+def partition_changes(
+    previous: Mapping[PartitionKey, PartitionChange],
+    events: Iterable[Event],
+    now: float,
+    keep_s: float = RECENT_S,
+) -> dict[PartitionKey, PartitionChange]:
+    """The changes of ``previous`` with those ``events`` add, without the ones older than
+    ``keep_s`` at wall time ``now``. The TUI polls about once a second: a shrink healed within
+    that poll is still shown (``↓2↑2``)."""
+    changes = dict(previous)
+    for event in events:
+        leader = event.kind in ("leader_elected", "partition_offline")
+        mark = _mark(event)
+        if event.topic is None or event.partition is None or not (leader or mark):
+            continue
+        key = (event.topic, event.partition)
+        seen = changes.get(key)
+        if seen is None or event.ts - seen.last_ts > keep_s:  # a change long gone: anew
+            seen = PartitionChange(event.ts)
+        changes[key] = PartitionChange(
+            max(seen.last_ts, event.ts),
+            (*seen.marks, mark)[-MARKS_KEPT:] if mark else seen.marks,
+            seen.leader_changed or leader,
+        )
+    return {key: change for key, change in changes.items() if now - change.last_ts <= keep_s}
+
+
+def leader_cell(
+    p: PartitionInfo, states: Mapping[int, str], change: PartitionChange | None = None
+) -> Text:
+    """``none`` in bold red without a leader; ``3 paused`` in purple while the leader's
+    broker is offline; the leader in yellow when it changed lately."""
+    if p.leader == NO_LEADER:
+        return Text("none", style="bold red")
+    why = offline(p, states).get(p.leader)
+    if why is not None:
+        return Text(f"{p.leader} {why}", style=OFFLINE_STYLE)
+    recent = change is not None and change.leader_changed
+    return Text(str(p.leader), style=CHANGED_STYLE if recent else "")
+
+
+def isr_cell(p: PartitionInfo, change: PartitionChange | None = None) -> Text:
+    """The ISR; in yellow with its recent changes (``1,3 ↓2``) when it or the leader changed
+    in the last few seconds."""
+    text = ",".join(map(str, p.isr))
+    if change is None:
+        return Text(text)
+    marks = "".join(change.marks)
+    return Text(f"{text} {marks}" if marks else text or "-", style=CHANGED_STYLE)
 
 
 def leader_leo(p: PartitionInfo) -> int | None:
@@ -213,23 +323,29 @@ def lso_cell(p: PartitionInfo) -> Text:
     return Text(str(p.last_stable_offset), style=HELD_BACK_STYLE) if held_back(p) else Text("")
 
 
-def partition_rows(partitions: Sequence[PartitionInfo]) -> list[Row]:
+def partition_rows(
+    partitions: Sequence[PartitionInfo],
+    processes: Iterable[ProcessInfo] = (),
+    changes: Mapping[PartitionKey, PartitionChange] | None = None,
+) -> list[Row]:
     """Rows sorted by topic and partition, internal topics (``__...``) last; the LSO cell (as
     :func:`partition_columns` has it) before the HW; then one cell per broker: its replica's
-    LEO and lag bar, or nothing when it hosts no replica."""
+    LEO and lag bar, or nothing when it hosts no replica. ``processes`` (rlogd's states) and
+    the fenced replicas mark what is offline; ``changes`` what changed lately."""
     brokers = replica_brokers(partitions)
     with_lso = LSO_COLUMN in partition_columns(partitions)
+    states = process_states(processes)
     rows = []
     ordered = sorted(partitions, key=lambda p: (p.topic.startswith("__"), p.topic, p.partition))
     for p in ordered:
-        online = p.leader != NO_LEADER
+        change = (changes or {}).get((p.topic, p.partition))
         cells = [
             Text(p.topic),
             Text(str(p.partition)),
-            Text(str(p.leader) if online else "none", style="" if online else "bold red"),
+            leader_cell(p, states, change),
             Text(str(p.leader_epoch) if p.leader_epoch >= 0 else "-"),
-            replicas_cell(p),
-            Text(",".join(map(str, p.isr))),
+            replicas_cell(p, states),
+            isr_cell(p, change),
             *((lso_cell(p),) if with_lso else ()),
             Text(dash(p.high_watermark)),
         ]
@@ -439,12 +555,18 @@ def status_line(snapshot: Snapshot | None, interval_s: float) -> Text:
     brokers = [p for p in snapshot.processes if p.id is not None]
     running = sum(p.state == "running" for p in brokers)
     under = sum(bool(out_of_sync(p)) for p in snapshot.partitions)
-    offline = sum(p.leader == NO_LEADER for p in snapshot.partitions)
+    leaderless = sum(p.leader == NO_LEADER for p in snapshot.partitions)
+    states = process_states(snapshot.processes)
+    # Partitions that still name a leader that cannot serve: paused, or down and not yet
+    # replaced (--unavailable-partitions counts them with the leaderless ones).
+    stuck = sum(leader_offline(p, states) for p in snapshot.partitions)
     text = Text(f"{running}/{len(brokers)} brokers running, {len(snapshot.partitions)} partitions")
     if under:
         text.append(f", {under} under-replicated", style="yellow")
-    if offline:
-        text.append(f", {offline} offline", style="bold red")
+    if leaderless:
+        text.append(f", {leaderless} offline", style="bold red")
+    if stuck:
+        text.append(f", {stuck} leader offline", style=OFFLINE_STYLE)
     text.append(f"; refresh {interval_s:g}s", style="dim")
     return text
 

@@ -62,6 +62,8 @@ class PartitionInfo:
     # The last stable offset at the leader (read_committed's end): below the HW while a
     # transaction is open on the partition; None when the leader did not say.
     last_stable_offset: int | None = None
+    # Replicas on brokers the controller does not count live (Metadata's offline_replicas).
+    offline_replicas: tuple[int, ...] = ()
 
     def leo(self, broker: int) -> int | None:
         return dict(self.log_end_offsets).get(broker)
@@ -108,21 +110,39 @@ class TransactionInfo:
 
 @dataclass(frozen=True)
 class Event:
-    """One line of the event journal (rlog.daemon.events)."""
+    """One line of the event journal (rlog.daemon.events), with the fields the partitions
+    table marks recent changes by: the partition, the brokers an ISR change removed or added,
+    the new leader."""
 
     ts: float
     source: str
     kind: str
     message: str
+    topic: str | None = None
+    partition: int | None = None
+    removed: tuple[int, ...] = ()  # isr_shrunk
+    added: tuple[int, ...] = ()  # isr_expanded
+    leader: int | None = None  # leader_elected, partition_offline (-1)
 
     @classmethod
     def from_journal(cls, event: dict[str, Any]) -> Event:
+        partition = event.get("partition")
+        leader = event.get("leader")
         return cls(
             ts=float(event["ts"]),
             source=str(event.get("source", "-")),
             kind=str(event.get("kind", "-")),
             message=str(event.get("message", "")),
+            topic=str(event["topic"]) if isinstance(event.get("topic"), str) else None,
+            partition=partition if isinstance(partition, int) else None,
+            removed=_ids(event.get("removed")),
+            added=_ids(event.get("added")),
+            leader=leader if isinstance(leader, int) else None,
         )
+
+
+def _ids(value: object) -> tuple[int, ...]:
+    return tuple(v for v in value if isinstance(v, int)) if isinstance(value, list) else ()
 
 
 @dataclass(frozen=True)
@@ -164,3 +184,6 @@ class Snapshot:
     # Wall time (ms since the epoch) the transactions were asked for: ages count up to it.
     transactions_at_ms: int | None = None
     errors: tuple[str, ...] = field(default=())
+    # Wall time (time.time()) when gathered: journal events (wall times) are recent up to it.
+    # None: the time it is shown.
+    wall_time: float | None = None

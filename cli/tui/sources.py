@@ -4,11 +4,13 @@ thread, never from the UI loop.
 
 * processes: rlogd's control socket, op ``status`` (as ``rlog chaos`` reaches it);
 * partitions: Metadata and ListOffsets through :mod:`rlog.cli.replicas` (``rlog topic
-  describe``'s source: leader, epoch, replicas, ISR, LSO, HW, each replica's LEO);
+  describe``'s source: leader, epoch, replicas, ISR, fenced replicas, LSO, HW, each replica's
+  LEO);
 * groups: :mod:`rlog.cli.tui.groups` (AdminClient);
 * transactions: :mod:`rlog.cli.tui.transactions` (``rlog txn list`` and ``describe``'s wire
   requests);
-* events: :class:`rlog.daemon.events.EventTail` over the data dir's journals.
+* events: :class:`rlog.daemon.events.EventTail` over the data dir's journals (the
+  controller's isr_shrunk, isr_expanded and leader_elected mark the partitions they changed).
 
 The sources are asked in parallel, so a paused broker costs one short timeout, not one per
 source; each failure becomes a line in ``Snapshot.errors``.
@@ -101,6 +103,7 @@ class Collector:
             transaction_warnings=transactions.warnings,
             transactions_at_ms=transactions.at_ms,
             errors=tuple(dict.fromkeys(errors)),  # the same failure from two sources once
+            wall_time=time.time(),
         )
 
     def traffic(self, processes: tuple[ProcessInfo, ...]) -> tuple[BrokerTraffic, ...]:
@@ -147,6 +150,7 @@ class Collector:
                 high_watermark=offsets.high_watermarks[(p.topic, p.partition)],
                 log_end_offsets=tuple(offsets.log_end_offsets[(p.topic, p.partition)].items()),
                 last_stable_offset=offsets.last_stable_offsets.get((p.topic, p.partition)),
+                offline_replicas=tuple(p.offline_replicas),
             )
             for p in every
         )

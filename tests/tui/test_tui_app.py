@@ -235,16 +235,18 @@ def test_kill_shows_the_exit_and_the_replica_out_of_sync(cluster_factory: Cluste
                 "the exit in the events panel",
                 lambda: "process_exited" in event_text(app) and f"pid {old_pid}" in event_text(app),
             )
-            # broker.session.timeout.ms = 3 s: fenced, then out of every ISR, marked "2!".
+            # Fenced (rlogd tells the controller of the exit), so out of every ISR; marked "2✗"
+            # (its broker is down), not "2!" (out of sync but online).
             await wait_for(
                 pilot,
-                "replica 2 marked out of sync",
+                "replica 2 marked offline and out of the ISR",
                 lambda: all(
-                    "2!" in cell(app, "#partition-table", r, "REPLICAS")
+                    f"2{model.OFFLINE_MARK}" in cell(app, "#partition-table", r, "REPLICAS")
                     and "2" not in cell(app, "#partition-table", r, "ISR").split(",")
                     for r in ("orders-0", "orders-1")
                 ),
             )
+            assert "2!" not in cell(app, "#partition-table", "orders-0", "REPLICAS")
             assert "under-replicated" in status(app)
 
     try:
@@ -517,6 +519,94 @@ def test_an_open_transaction_shows_ongoing_and_holds_the_lso_until_committed(
         collector.close()
 
 
+# Sessions long enough that a paused leader stays leader until resumed: only rlogd knows.
+LONG_SESSIONS = CONFIG.replace(
+    '"broker.session.timeout.ms" = 3000', '"broker.session.timeout.ms" = 60000'
+)
+
+
+def style_of(app: RlogTui, row: str, column: str) -> str:
+    found = table(app, "#partition-table").get_cell(row, column)
+    return str(found.style) if isinstance(found, Text) else ""
+
+
+@pytest.mark.integration
+def test_a_paused_leader_and_a_killed_follower_are_marked_as_they_happen(
+    cluster_factory: ClusterFactory,
+) -> None:
+    cluster = cluster_factory(brokers=3, config_text=LONG_SESSIONS)
+    settings = settings_for(cluster)
+    ClusterActions(settings).create_topic("orders", 1, 3)
+    app, collector = live_app(settings)
+    row = "orders-0"
+
+    def leader() -> str:
+        return cell(app, "#partition-table", row, "LEADER")
+
+    def isr() -> str:
+        return cell(app, "#partition-table", row, "ISR")
+
+    async def body() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(
+                pilot,
+                "orders-0 led, its ISR full and unmarked",
+                lambda: (
+                    leader() in {"1", "2", "3"}
+                    and sorted(isr().split(",")) == ["1", "2", "3"]
+                    and style_of(app, row, "ISR") == ""
+                ),
+            )
+            led_by = leader()
+            await select_process(pilot, app, f"broker-{led_by}")
+            await pilot.press("p")
+            # rlogd says paused at once; the controller would wait a minute to fence it.
+            await wait_for(
+                pilot,
+                "the leader marked paused",
+                lambda: (
+                    leader() == f"{led_by} paused"
+                    and f"{led_by}{model.OFFLINE_MARK}"
+                    in cell(app, "#partition-table", row, "REPLICAS")
+                ),
+            )
+            assert style_of(app, row, "LEADER") == model.OFFLINE_STYLE
+            assert "1 leader offline" in status(app)
+            await pilot.press("r")
+            await wait_for(pilot, "the leader unmarked", lambda: leader() == led_by)
+            assert model.OFFLINE_MARK not in cell(app, "#partition-table", row, "REPLICAS")
+
+            # A killed follower: rlogd tells the controller, which fences it at once; it comes
+            # back within about a second. The ISR cell keeps both changes for a few seconds.
+            follower = next(b for b in ("1", "2", "3") if b != led_by)
+            await select_process(pilot, app, f"broker-{follower}")
+            await pilot.press("k")
+            await pilot.pause()
+            await pilot.press("y")
+            await wait_for(
+                pilot,
+                f"the shrink marked ↓{follower}",
+                lambda: f"{model.SHRUNK}{follower}" in isr(),
+            )
+            assert style_of(app, row, "ISR") == model.CHANGED_STYLE
+            await wait_for(
+                pilot,
+                f"the ISR whole again, marked ↓{follower}↑{follower}",
+                lambda: isr().endswith(f"{model.SHRUNK}{follower}{model.EXPANDED}{follower}"),
+            )
+            await wait_for(
+                pilot,
+                "the marks gone a few seconds later",
+                lambda: sorted(isr().split(",")) == ["1", "2", "3"],
+            )
+            assert style_of(app, row, "ISR") == ""
+
+    try:
+        run(body, timeout_s=90)
+    finally:
+        collector.close()
+
+
 # -- a fixed snapshot: layout and pictures ----------------------------------------------------
 
 FIXED = Snapshot(
@@ -780,3 +870,191 @@ def test_snapshot_partitions_with_open_transactions(snap_compare: SnapCompare) -
 
 def test_snapshot_transactions(snap_compare: SnapCompare) -> None:
     assert snap_compare(fixed_app(), press=["5"], terminal_size=SIZE, run_before=show_transactions)
+
+
+# -- offline brokers and recent ISR changes, from fixed snapshots -----------------------------
+
+T0 = 1_795_000_100.0  # wall time of the snapshots below
+
+
+def part(
+    number: int,
+    leader: int,
+    replicas: tuple[int, ...],
+    isr: tuple[int, ...],
+    fenced: tuple[int, ...] = (),
+) -> PartitionInfo:
+    ends = tuple((r, 40) for r in replicas)
+    return PartitionInfo("orders", number, leader, 2, replicas, isr, 40, ends, 40, fenced)
+
+
+def brokers(*states: str) -> tuple[ProcessInfo, ...]:
+    return (
+        ProcessInfo("controller", "controller", None, 4100, "running"),
+        *(
+            ProcessInfo(f"broker-{i}", "broker", i, 4100 + i, state)
+            for i, state in enumerate(states, start=1)
+        ),
+    )
+
+
+# broker-2 paused (rlogd knows; the controller still counts it live, so it still leads
+# orders-0); broker-3 running but cut off, so the controller fenced it and moved its leadership
+# of orders-1... except where no other replica was in sync: orders-2 still names it.
+OFFLINE = Snapshot(
+    taken_at=300.0,
+    wall_time=T0,
+    processes=brokers("running", "paused", "running"),
+    partitions=(
+        part(0, 2, (2, 3, 1), (2, 1), fenced=(3,)),
+        part(1, 1, (3, 1, 2), (1, 2), fenced=(3,)),
+        part(2, 3, (1, 2, 3), (3,), fenced=(3,)),
+    ),
+)
+RECOVERED = replace(
+    OFFLINE,
+    taken_at=301.0,
+    wall_time=T0 + 1,
+    processes=brokers("running", "running", "running"),
+    partitions=(
+        part(0, 2, (2, 3, 1), (2, 1, 3)),
+        part(1, 1, (3, 1, 2), (1, 2, 3)),
+        part(2, 3, (1, 2, 3), (3, 1)),
+    ),
+)
+
+
+def styles(found: Text) -> dict[str, str]:
+    """Each styled piece of a cell's text and its style."""
+    return {found.plain[span.start : span.end]: str(span.style) for span in found.spans}
+
+
+def partition_cell(app: RlogTui, row: str, column: str) -> Text:
+    found = table(app, "#partition-table").get_cell(row, column)
+    assert isinstance(found, Text)
+    return found
+
+
+def test_offline_leaders_and_replicas_are_marked_until_they_are_back() -> None:
+    app = fixed_app()
+
+    async def body() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            app.show_snapshot(OFFLINE)
+            await pilot.pause()
+            rows = ("orders-0", "orders-1", "orders-2")
+            leaders = {r: cell(app, "#partition-table", r, "LEADER") for r in rows}
+            assert leaders == {"orders-0": "2 paused", "orders-1": "1", "orders-2": "3 fenced"}
+            assert partition_cell(app, "orders-0", "LEADER").style == model.OFFLINE_STYLE
+            assert partition_cell(app, "orders-1", "LEADER").style == ""
+            # Offline replicas are marked ✗ (purple); an online one out of the ISR still "!".
+            replicas = partition_cell(app, "orders-2", "REPLICAS")
+            assert replicas.plain == "1!,2✗,3✗"
+            assert styles(replicas) == {
+                "1!": model.OUT_OF_SYNC_STYLE,
+                "2✗": model.OFFLINE_STYLE,
+                "3✗": model.OFFLINE_STYLE,
+            }
+            assert cell(app, "#partition-table", "orders-0", "REPLICAS") == "2✗,3✗,1"
+            # The partitions whose named leader cannot serve.
+            assert "2 leader offline" in status(app)
+
+            app.show_snapshot(RECOVERED)
+            await pilot.pause()
+            assert cell(app, "#partition-table", "orders-0", "LEADER") == "2"
+            assert cell(app, "#partition-table", "orders-2", "LEADER") == "3"
+            assert partition_cell(app, "orders-0", "LEADER").style == ""
+            assert cell(app, "#partition-table", "orders-0", "REPLICAS") == "2,3,1"
+            assert cell(app, "#partition-table", "orders-2", "REPLICAS") == "1,2!,3"
+            assert "offline" not in status(app)
+
+    run(body, timeout_s=20)
+
+
+def isr_event(kind: str, ts: float, number: int, **fields: object) -> Event:
+    """A controller event as the journal has it (see rlog.daemon.controller.record_events)."""
+    line = {
+        "ts": ts,
+        "source": "controller",
+        "kind": kind,
+        "message": f"partition orders-{number}: ...",
+        "topic": "orders",
+        "partition": number,
+        **fields,
+    }
+    return Event.from_journal(line)
+
+
+def test_a_recent_isr_change_is_marked_until_it_is_old() -> None:
+    app = fixed_app()
+    healthy = brokers("running", "running", "running")
+    shrunk = Snapshot(
+        taken_at=400.0,
+        wall_time=T0,
+        processes=healthy,
+        partitions=(part(0, 2, (2, 3, 1), (2, 1)), part(1, 3, (3, 1, 2), (3, 1, 2))),
+        events=(
+            isr_event("isr_shrunk", T0 - 0.8, 0, isr=[2, 1], previous_isr=[2, 3, 1], removed=[3]),
+            # Long ago (the journal's backlog at start): nothing to mark.
+            isr_event("isr_shrunk", T0 - 60, 1, isr=[3, 1], removed=[2]),
+        ),
+    )
+    # A second later: broker 3 is back in orders-0's ISR, and orders-1 has a new leader.
+    grown = Snapshot(
+        taken_at=401.0,
+        wall_time=T0 + 1,
+        processes=healthy,
+        partitions=(part(0, 2, (2, 3, 1), (2, 1, 3)), part(1, 1, (3, 1, 2), (1, 2, 3))),
+        events=(
+            isr_event("isr_expanded", T0 + 0.5, 0, isr=[2, 1, 3], added=[3]),
+            isr_event("leader_elected", T0 + 0.6, 1, leader=1, previous_leader=3),
+        ),
+    )
+
+    def later(seconds: float) -> Snapshot:
+        return replace(grown, taken_at=401.0 + seconds, wall_time=T0 + 1 + seconds, events=())
+
+    async def body() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            app.show_snapshot(shrunk)
+            await pilot.pause()
+            isr = partition_cell(app, "orders-0", "ISR")
+            assert isr.plain == "2,1 ↓3" and isr.style == model.CHANGED_STYLE
+            assert partition_cell(app, "orders-1", "ISR").plain == "3,1,2"
+            assert partition_cell(app, "orders-1", "ISR").style == ""
+
+            app.show_snapshot(grown)
+            await pilot.pause()
+            # Healed within one refresh: both changes are still shown.
+            assert partition_cell(app, "orders-0", "ISR").plain == "2,1,3 ↓3↑3"
+            leader = partition_cell(app, "orders-1", "LEADER")
+            assert leader.plain == "1" and leader.style == model.CHANGED_STYLE
+            assert partition_cell(app, "orders-1", "ISR").style == model.CHANGED_STYLE
+
+            app.show_snapshot(later(3.5))  # 4.0 s after the expansion: still marked
+            await pilot.pause()
+            assert partition_cell(app, "orders-0", "ISR").plain == "2,1,3 ↓3↑3"
+            assert partition_cell(app, "orders-1", "LEADER").style == model.CHANGED_STYLE
+
+            app.show_snapshot(later(5.0))  # 5.5 s after it: old, unmarked
+            await pilot.pause()
+            for row, plain in (("orders-0", "2,1,3"), ("orders-1", "1,2,3")):
+                isr = partition_cell(app, row, "ISR")
+                assert isr.plain == plain and isr.style == ""
+            assert partition_cell(app, "orders-1", "LEADER").style == ""
+
+    run(body, timeout_s=20)
+
+
+async def show_offline_and_changes(pilot: Pilot[None]) -> None:
+    app = pilot.app
+    assert isinstance(app, RlogTui)
+    shrink = isr_event("isr_shrunk", T0 - 1, 1, isr=[1, 2], previous_isr=[3, 1, 2], removed=[3])
+    elected = isr_event("leader_elected", T0 - 1, 1, leader=1, previous_leader=3)
+    app.show_snapshot(replace(OFFLINE, events=(elected, shrink)))
+    await pilot.pause()
+
+
+def test_snapshot_partitions_offline_and_recent_changes(snap_compare: SnapCompare) -> None:
+    # A paused leader, a fenced one, offline replicas, and orders-1's new leader and ISR.
+    assert snap_compare(fixed_app(), terminal_size=SIZE, run_before=show_offline_and_changes)

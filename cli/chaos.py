@@ -166,8 +166,10 @@ def disk(
     data_dir: DataDirOption = None,
     json_out: JsonOption = False,
 ) -> None:
-    """Break a broker's disk: full (appends fail with ENOSPC, so produce gets
-    KAFKA_STORAGE_ERROR while reads go on), stall (every log write and fsync hangs), ok."""
+    """Break a broker's disk: full (appends and checkpoints fail with ENOSPC), stall (every log
+    write and fsync hangs 2 s), ok. Full or stall takes the broker's log dir offline: its
+    partitions answer KAFKA_STORAGE_ERROR and its leaderships move to in-sync replicas; after
+    ok it restarts and catches up."""
     _apply(ctx, {"op": "disk", "target": target, "state": state}, data_dir, json_out)
 
 

@@ -66,7 +66,7 @@ from rlog.cli.discovery import (
     settings_of,
     topic_partitions,
 )
-from rlog.cli.produce import unescape
+from rlog.cli.produce import exits_on_sigterm, interrupt_for, raise_terminated, unescape
 from rlog.cli.terminal import CliError, ExitCode, Terminal, parse_properties
 
 GROUP_ID = "rlog-cli"  # required by confluent-kafka's Consumer; unused with assign()
@@ -322,6 +322,7 @@ class Progress:
         self.open_partitions.discard(partition)
 
 
+@exits_on_sigterm
 def consume(
     ctx: typer.Context,
     topic: Annotated[str, typer.Argument(help="Topic to read.", show_default=False)],
@@ -698,31 +699,36 @@ def _commit_written(
 
 @contextlib.contextmanager
 def deferred_interrupt() -> Iterator[None]:
-    """Hold a first Ctrl-C until the block is done, then raise it.
+    """Hold a first Ctrl-C (or SIGTERM, which takes the same way out) until the block is done,
+    then raise it.
 
     Around "write the records, then store or commit their offsets": an interrupt in between
     would leave printed records uncommitted, so the group would print them again. A second
-    Ctrl-C interrupts at once."""
-    if (
-        threading.current_thread() is not threading.main_thread()
-        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
-    ):
+    signal interrupts at once. A signal whose handler is not ours (ignored, as SIGINT is in a
+    shell's background job) is left alone."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
     held: list[int] = []
 
     def hold(signum: int, _frame: FrameType | None) -> None:
         if held:
-            raise KeyboardInterrupt
+            raise interrupt_for(signum)
         held.append(signum)
 
-    previous = signal.signal(signal.SIGINT, hold)
+    ours = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: raise_terminated}
+    previous = {
+        signum: signal.signal(signum, hold)
+        for signum, handler in ours.items()
+        if signal.getsignal(signum) is handler
+    }
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     if held:
-        raise KeyboardInterrupt
+        raise interrupt_for(held[0])
 
 
 def _run_group(

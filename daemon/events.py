@@ -63,8 +63,11 @@ METADATA_KINDS = (
     "isr_expanded",
     "config_changed",
 )
-# What a broker records about its own replicas.
-REPLICA_KINDS = ("replica_truncated",)
+# What a broker records about its own replicas and its log dir.
+REPLICA_KINDS = (
+    "replica_truncated",
+    "log_dir_failed",  # a failed or hung disk took the log dir offline (daemon/broker/log_dir.py)
+)
 # What a broker's group coordinator records about the groups it coordinates.
 GROUP_KINDS = ("group_rebalancing", "group_stable", "group_empty", "group_member_removed")
 KINDS = PROCESS_KINDS + METADATA_KINDS + REPLICA_KINDS + GROUP_KINDS

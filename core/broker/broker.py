@@ -10,10 +10,16 @@ It owns the replicas this broker hosts (hosting.py), serves the leader side of P
 answer whose batch must first be fsynced under the flush policy), runs the follower side
 (fetch_sessions.py), and turns the replicas' ISR proposals into requests to the controller.
 Durability is only ever a `Sync` in a Ready: a simulated crash loses exactly what was not synced.
+
+A `LogDirFailed` step takes the log dir offline for good, as Kafka's LogDirFailureChannel does:
+the hosted partitions answer KAFKA_STORAGE_ERROR, what waits on them fails, followers stop
+fetching, the coordinators unload, and nothing is written or synced again (not even by close()).
+The daemon decides when the dir failed and restarts the process once its disk works again.
 """
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from itertools import count
@@ -36,6 +42,7 @@ from rlog.core.broker.messages import (
     ClientRequest,
     Event,
     IsrProposal,
+    LogDirFailed,
     MetadataChanged,
     PeerAnswered,
     ProducerIdsGranted,
@@ -50,10 +57,12 @@ from rlog.core.broker.producer_ids import ProducerIdPool
 from rlog.core.broker.serving import (
     CONSUMER_REPLICA_ID,
     READ_COMMITTED,
+    empty_fetch_partition,
     epoch_end_offset,
     fetch_partition,
     list_offset,
     not_hosted_error,
+    offline_fetch_error,
 )
 from rlog.core.broker.traffic import TrafficCounters
 from rlog.core.broker.txn_hosting import TXN_APIS, TxnHosting, TxnLoaded
@@ -84,6 +93,7 @@ class _ParkedFetch:
     replica_id: int
     deadline_ms: int
     keys: frozenset[TopicPartition]
+    api_version: int
 
 
 class BrokerCore:
@@ -99,7 +109,10 @@ class BrokerCore:
         """`new_member_id`: a group member id for a client id; unique across restarts and
         brokers (the daemon's are Kafka's `client-id-UUID`). The default counts, for tests."""
         self.config = config
+        self.data_dir = data_dir
         self.hosted = HostedReplicas(config, data_dir, fs, now_ms)
+        # Why the log dir went offline (LogDirFailed), None while it works.
+        self.offline: str | None = None
         self.image = MetadataImage()
         self.traffic = TrafficCounters()
         self.followers = FollowerFetching(config, self._handle, self._appended_as_follower)
@@ -159,8 +172,8 @@ class BrokerCore:
     def recovering_log_ends(self) -> list[ReplicaLogEnd]:
         """This broker's log end in every recovering partition it hosts (told in heartbeats:
         the controller elects the longest log)."""
-        if not self._registered:
-            return []  # the image's states belong to an earlier incarnation
+        if not self._registered or self.offline is not None:
+            return []  # states of an earlier incarnation; or logs we can no longer vouch for
         told = []
         for key, info in self.hosted.assigned(self.image):
             replica = self.hosted.get(key)
@@ -217,8 +230,10 @@ class BrokerCore:
         elif isinstance(event, MetadataChanged):
             self.image = event.image
             self._registered = event.registered
-            if event.registered:
+            if event.registered and self.offline is None:
                 self._apply_metadata(event.image, event.caught_up, now_ms)
+        elif isinstance(event, LogDirFailed):
+            self._take_offline(event.reason, now_ms)
         else:
             raise AssertionError(f"not a broker event: {event!r}")
         self._settle(now_ms)
@@ -226,7 +241,7 @@ class BrokerCore:
     def tick(self, now_ms: int) -> None:
         assert self._handed_out is None, "tick() between ready() and advance()"
         now_ms = self._observe_clock(now_ms)
-        for key, replica in self.hosted:
+        for key, replica in self.hosted if self.offline is None else ():
             self._handle(key, replica.tick(now_ms))
         for token, (_key, deadline_ms) in list(self._proposals.items()):
             if now_ms >= deadline_ms:  # lost request or answer: the replica must hear an error
@@ -235,7 +250,7 @@ class BrokerCore:
                 )
         for parked in [p for p in self._parked.values() if now_ms >= p.deadline_ms]:
             self._serve_parked(parked, now_ms)
-        if self._metadata_retry and self._registered:
+        if self._metadata_retry and self._registered and self.offline is None:
             self._apply_metadata(self.image, False, now_ms)
         self.followers.tick(now_ms)
         self.groups.tick(now_ms)
@@ -282,6 +297,8 @@ class BrokerCore:
 
     def sync(self, sync: Sync) -> None:
         """Do one of a Ready's syncs (OSError if the disk fails it)."""
+        if self.offline is not None:
+            raise OSError(errno.EIO, f"log dir offline: {self.offline}")
         log = self.hosted.logs.get(sync.topic, sync.partition)
         if log is not None:
             log.flush(sync.offset)
@@ -289,6 +306,8 @@ class BrokerCore:
     def write_checkpoints(self) -> None:
         """Write the checkpoint files a Ready asked for (OSError if the disk fails it)."""
         due, self._due_checkpoints = self._due_checkpoints, set()
+        if self.offline is not None:
+            return
         if "recovery" in due:
             self.hosted.logs.checkpoint()
         if "hw" in due:
@@ -297,7 +316,11 @@ class BrokerCore:
 
     def close(self) -> None:
         """Clean shutdown: flush every log, write every checkpoint, and the clean-shutdown file
-        with this process's broker epoch (if it registered)."""
+        with this process's broker epoch (if it registered). With the log dir offline: only
+        close the files, so the next start recovers as after a crash."""
+        if self.offline is not None:
+            self.hosted.abandon()
+            return
         me = self.image.brokers.get(self.config.broker_id)
         self.hosted.close(me.epoch if self._registered and me is not None else -1)
 
@@ -344,6 +367,36 @@ class BrokerCore:
             job, position = self._acks.pop(ack_key)
             job.acked(position, ErrorCode.NOT_LEADER_OR_FOLLOWER, message)
             self._finish_if_done(job)
+
+    # ---- a failed log dir ----
+
+    def _take_offline(self, reason: str, now_ms: int) -> None:
+        """Stop using the log dir for good: fail what waits on it, stop following, unload the
+        coordinators, answer the parked fetches; later requests get KAFKA_STORAGE_ERROR."""
+        if self.offline is not None:
+            return
+        self.offline = reason
+        message = f"storage error: log dir {self.data_dir} is offline ({reason})"
+        hosted = len(self.hosted.replicas)
+        self._out.log_messages.append(
+            f"log dir {self.data_dir} is offline ({reason}): KAFKA_STORAGE_ERROR for its "
+            f"{hosted} partition{'' if hosted == 1 else 's'} until the broker restarts"
+        )
+        failed = AppendAnswer(ErrorCode.KAFKA_STORAGE_ERROR, message=message, storage_failed=True)
+        waiting = list(self._acks.values())
+        for waiters in self._sync_waiters.values():
+            waiting += waiters
+        self._acks, self._sync_waiters, self._syncs = {}, {}, {}
+        for job, position in waiting:
+            job.fill(position, failed)
+            self._finish_if_done(job)
+        self._proposals = {}  # a late answer finds nothing to give it to
+        self._due_checkpoints = set()
+        self._hw_dirty = self._metadata_retry = False
+        self.followers.regroup([])  # answers still in flight are ignored
+        self.groups.on_metadata(self.image, lambda _p: None, now_ms)  # clients find another
+        self.txns.on_metadata(self.image, lambda _p: None, now_ms)
+        self._woken.update(self.hosted.replicas)  # parked fetches get the error now
 
     # ---- effects of the replicas ----
 
@@ -507,6 +560,13 @@ class BrokerCore:
         if replica is None:
             job.fill(position, AppendAnswer(not_hosted_error(self.image, *key)))
             return
+        if self.offline is not None:
+            job.fill(position, AppendAnswer(
+                ErrorCode.KAFKA_STORAGE_ERROR,
+                message=f"storage error: log dir {self.data_dir} is offline ({self.offline})",
+                storage_failed=True,
+            ))  # fmt: skip
+            return
         end_before = replica.log_end_offset
         try:
             outcome: AppendOutcome
@@ -529,7 +589,9 @@ class BrokerCore:
         if result.error != ErrorCode.NONE:
             self._handle(key, outcome.effects)
             job.fill(position, AppendAnswer(
-                result.error, log_start_offset=result.log_start_offset, message=result.error_message
+                result.error,
+                log_start_offset=result.log_start_offset,
+                message=result.error_message,
             ))  # fmt: skip
             return
         offsets = replica.log_end_offset - end_before
@@ -671,13 +733,16 @@ class BrokerCore:
             body.get("replica_id", CONSUMER_REPLICA_ID),
             now_ms + max_wait_ms,
             keys,
+            request.api_version,
         )
         self._serve_parked(parked, now_ms)
 
     def _serve_parked(self, parked: _ParkedFetch, now_ms: int) -> None:
         """Answer the fetch if it has enough bytes, an error or no more time; else park it
         until one of its partitions changes or its deadline passes."""
-        responses, total_bytes, has_error = self._fetch_once(parked.body, parked.replica_id)
+        responses, total_bytes, has_error = self._fetch_once(
+            parked.body, parked.replica_id, parked.api_version
+        )
         final = (
             total_bytes >= parked.body["min_bytes"]
             or has_error
@@ -710,7 +775,9 @@ class BrokerCore:
                 if not tokens:
                     del self._parked_on[key]
 
-    def _fetch_once(self, body: Body, replica_id: int) -> tuple[list[Body], int, bool]:
+    def _fetch_once(
+        self, body: Body, replica_id: int, api_version: int
+    ) -> tuple[list[Body], int, bool]:
         budget = body.get("max_bytes", 2**31 - 1)
         total_bytes = 0
         has_error = False
@@ -720,6 +787,11 @@ class BrokerCore:
             partitions = []
             for request in topic["partitions"]:
                 key = (name, request["partition"])
+                if self.offline is not None and key in self.hosted.replicas:
+                    error = offline_fetch_error(api_version)
+                    partitions.append(empty_fetch_partition(request["partition"], error))
+                    has_error = True
+                    continue
                 max_bytes = max(0, min(request["partition_max_bytes"], budget - total_bytes))
                 answer, effects = fetch_partition(
                     self.hosted.get(key),
@@ -758,8 +830,10 @@ class BrokerCore:
         for topic in body["topics"]:
             name = topic["name"]
             partitions = [
-                list_offset(self.hosted.get((name, p["partition_index"])), self.image, name, p,
-                            replica_id, read_committed=read_committed)
+                self._offline_answer(name, p["partition_index"], "partition_index",
+                                     timestamp=-1, offset=-1, leader_epoch=-1)
+                or list_offset(self.hosted.get((name, p["partition_index"])), self.image, name, p,
+                               replica_id, read_committed=read_committed)
                 for p in topic["partitions"]
             ]  # fmt: skip
             topics.append({"name": name, "partitions": partitions})
@@ -770,11 +844,19 @@ class BrokerCore:
         for topic in body["topics"]:
             name = topic["topic"]
             partitions = [
-                epoch_end_offset(self.hosted.get((name, p["partition"])), self.image, name, p)
+                self._offline_answer(name, p["partition"], "partition", leader_epoch=-1,
+                                     end_offset=-1)
+                or epoch_end_offset(self.hosted.get((name, p["partition"])), self.image, name, p)
                 for p in topic["partitions"]
-            ]
+            ]  # fmt: skip
             topics.append({"topic": name, "partitions": partitions})
         return {"throttle_time_ms": 0, "topics": topics}
+
+    def _offline_answer(self, topic: str, index: int, index_key: str, **fields: int) -> Body | None:
+        """KAFKA_STORAGE_ERROR for a partition hosted in the offline log dir, else None."""
+        if self.offline is None or (topic, index) not in self.hosted.replicas:
+            return None
+        return {index_key: index, "error_code": ErrorCode.KAFKA_STORAGE_ERROR, **fields}
 
     # ---- time ----
 
@@ -786,6 +868,8 @@ class BrokerCore:
         return self._now_ms
 
     def _periodic_duties(self, now_ms: int) -> None:
+        if self.offline is not None:
+            return  # no flush, checkpoint, retention or expiry: the dir is not used again
         config = self.config
         if now_ms >= self._next_flush_ms:  # the flush scheduler: flush.ms and rolled segments
             self._next_flush_ms = now_ms + config.log_flush_scheduler_interval_ms

@@ -9,6 +9,7 @@ while this broker was away never serves the old records (KIP-516).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 
@@ -178,3 +179,12 @@ class HostedReplicas:
             self.checkpoint_high_watermarks()
         finally:
             self.logs.close(broker_epoch)
+
+    def abandon(self) -> None:
+        """The log dir failed: close every file but write nothing (no flush, checkpoint or
+        clean-shutdown file), so the next start recovers the logs as after a crash."""
+        for key in self.logs.topic_partitions():
+            log_ = self.logs.get(*key)
+            if log_ is not None:
+                with contextlib.suppress(OSError):  # a failed disk may fail close() too
+                    log_.close()

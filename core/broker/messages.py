@@ -2,8 +2,8 @@
 
 Inputs (`step(event, now_ms)`): the committed metadata, client requests the core serves (Produce,
 Fetch, ListOffsets, OffsetForLeaderEpoch, as the Kafka codecs decode them), appends for the
-group coordinator, and the answers to what the core asked of others (peers' answers to its
-follower fetches, the controller's answers to its ISR proposals).
+group coordinator, the answers to what the core asked of others (peers' answers to its
+follower fetches, the controller's answers to its ISR proposals), and a failed log dir.
 
 Outputs (`ready()`): a `Ready`, done by the caller in this order, as raft's: make `syncs` durable,
 then send `peer_requests` and `proposals`, then send `responses`; then `advance(ready)`.
@@ -93,8 +93,24 @@ class ProducerIdsGranted:
     count: int
 
 
+@dataclass(frozen=True, slots=True)
+class LogDirFailed:
+    """The broker's log dir failed: an append, fsync, checkpoint or roll raised an I/O error,
+    or took longer than the daemon allows. The core stops using its logs for good (Kafka's
+    offline log dir): their partitions answer KAFKA_STORAGE_ERROR, followers stop fetching,
+    nothing more is written. Only a new process brings the dir back."""
+
+    reason: str
+
+
 Event = (
-    MetadataChanged | ClientRequest | Append | PeerAnswered | ProposalAnswered | ProducerIdsGranted
+    MetadataChanged
+    | ClientRequest
+    | Append
+    | PeerAnswered
+    | ProposalAnswered
+    | ProducerIdsGranted
+    | LogDirFailed
 )
 
 

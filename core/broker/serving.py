@@ -20,6 +20,9 @@ LATEST_TIMESTAMP = -1
 CONSUMER_REPLICA_ID = -1
 DEBUGGING_REPLICA_ID = -2  # ListOffsets from tools: any replica answers, latest = its LEO
 READ_COMMITTED = 1  # Fetch's and ListOffsets' isolation_level
+# KIP-112: Fetch v6 (Produce v4, see produce.py) is the first whose clients know
+# KAFKA_STORAGE_ERROR; older ones get NOT_LEADER_OR_FOLLOWER, which also sends them to the metadata.
+FETCH_STORAGE_ERROR_VERSION_MIN = 6
 
 
 def empty_fetch_partition(index: int, code: int = 0) -> Body:
@@ -35,6 +38,13 @@ def empty_fetch_partition(index: int, code: int = 0) -> Body:
         # Empty, not null: librdkafka rejects a null record set as a protocol error.
         "records": b"",
     }
+
+
+def offline_fetch_error(api_version: int) -> ErrorCode:
+    """A Fetch's error for a partition whose log dir is offline, as its version knows it."""
+    if api_version < FETCH_STORAGE_ERROR_VERSION_MIN:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    return ErrorCode.KAFKA_STORAGE_ERROR
 
 
 def not_hosted_error(image: MetadataImage, topic: str, index: int) -> ErrorCode:

@@ -76,6 +76,7 @@ class ControllerLink:
         self.fenced = True
         self.should_shut_down = False
         self._want_shut_down = False
+        self.want_fence = False  # the log dir failed: stay fenced (ask_to_be_fenced)
         self._requests = KafkaClient(*controller, client_id=f"broker-{broker_id}", gate=gate)
         self._fetches = KafkaClient(
             *controller, client_id=f"broker-{broker_id}-metadata", gate=gate
@@ -184,7 +185,7 @@ class ControllerLink:
             "broker_id": self.broker_id,
             "broker_epoch": self.broker_epoch,
             "current_metadata_offset": self.image.last_offset,
-            "want_fence": False,
+            "want_fence": self.want_fence,
             "want_shut_down": self._want_shut_down,
             "recovering_replicas": [
                 {
@@ -363,6 +364,12 @@ class ControllerLink:
         while not self.should_shut_down and loop.time() < deadline:
             await asyncio.sleep(0.05)
         return self.should_shut_down
+
+    def ask_to_be_fenced(self) -> None:
+        """The log dir failed: ask in every heartbeat from now on, the next one at once. The
+        controller moves this broker's leaderships and ISR places away, then fences it."""
+        self.want_fence = True
+        self._heartbeat_now.set()
 
     def close(self) -> None:
         self._requests.close()

@@ -5,6 +5,10 @@ clock) and does what each Ready says, in order: fsync, then send, then answer.
 Client requests the core serves wait on a future its answer resolves. Requests to peers and
 the controller run as tasks whose answers are stepped back in; a failed one is stepped back as
 failed, so the core never waits forever.
+
+After each drain the driver looks at the log dir's health (log_dir.py): the first failed or too
+slow storage call is stepped into the core as `LogDirFailed`, journaled (`log_dir_failed`), and
+`offline` is set for the broker's recovery duty.
 """
 
 from __future__ import annotations
@@ -30,10 +34,12 @@ from rlog.core.broker import (
     Ready,
     Sync,
 )
+from rlog.core.broker.messages import LogDirFailed
 from rlog.core.groups import GroupEvent
 from rlog.core.protocol.apis import ApiKey
 from rlog.core.replication import AlterPartitionResponse, ProposeIsr, Truncated
 from rlog.core.transactions import TxnEvent
+from rlog.daemon.broker.log_dir import LogDirHealth
 from rlog.daemon.events import EventJournal
 from rlog.daemon.wire import WireError
 
@@ -53,9 +59,16 @@ def now_ms() -> int:
 
 
 class BrokerDriver:
-    def __init__(self, core: BrokerCore, journal: EventJournal | None = None) -> None:
+    def __init__(
+        self,
+        core: BrokerCore,
+        journal: EventJournal | None = None,
+        log_dir: LogDirHealth | None = None,
+    ) -> None:
         self.core = core
         self.journal = journal  # replica events (truncations), if main gives a journal
+        self.log_dir = log_dir  # the file system's verdict on the log dir, if it keeps one
+        self.offline = asyncio.Event()  # set once the core took the log dir offline
         self._alter_partition: AlterPartitionSender | None = None
         self._send_to_peer: PeerSender | None = None
         self._producer_ids: ProducerIdSource | None = None
@@ -117,6 +130,30 @@ class BrokerDriver:
     # ---- outputs ----
 
     def _drain(self) -> None:
+        self._do_readies()
+        if self._take_log_dir_failure():
+            self._do_readies()
+
+    def _take_log_dir_failure(self) -> bool:
+        """Step the log dir's failure into the core, once; whether it did."""
+        failure = self.log_dir.failure if self.log_dir is not None else None
+        if failure is None or self.core.offline is not None:
+            return False
+        broker_id = self.core.config.broker_id
+        log.error("log dir %s failed: %s", self.core.data_dir, failure)
+        if self.journal is not None:
+            self.journal.record(
+                "log_dir_failed",
+                f"broker {broker_id}: log dir {self.core.data_dir} offline: {failure}",
+                broker=broker_id,
+                log_dir=self.core.data_dir,
+                reason=failure,
+            )
+        self.core.step(LogDirFailed(failure), now_ms())
+        self.offline.set()
+        return True
+
+    def _do_readies(self) -> None:
         core = self.core
         while core.has_ready():
             ready = core.ready()

@@ -7,8 +7,10 @@ stays cut across a restart, as a real network partition would. The rules act whe
   the peer sees a dead link, retries and backs off;
 - outbound: requests to a cut peer (the controller, another broker) fail at once;
 - delay: every request in and out waits `delay_ms` first;
-- disk: "full" makes every log append fail with ENOSPC (produce answers KAFKA_STORAGE_ERROR,
-  reads go on); "stall" makes every log write and fsync hang for STALL_S first;
+- disk: "full" makes every log append and checkpoint write fail with ENOSPC; "stall" makes every
+  log write and fsync hang for STALL_S first. Either takes the broker's log dir offline (the
+  file system reports every write to log_dir.py's LogDirHealth): it answers KAFKA_STORAGE_ERROR,
+  asks to be fenced so its leaderships move, and restarts once the disk is "ok" again;
 - lost answers: the next `lose_answers` answers to Kafka clients' Produce requests are dropped
   after the append and the connection closed (daemon/broker/server.py asks `take_lost_answer`),
   so the client retries a batch the log already holds: Kafka's classic duplicate, unless the
@@ -22,13 +24,15 @@ everything that is not an rlog process (Kafka clients).
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rlog.core.storage.files import FaultyFile, FaultyFileSystem, LogFile
+from rlog.core.storage.files import Buffer, FaultyFile, FaultyFileSystem, LogFile
+from rlog.daemon.broker.log_dir import SLOW_FSYNC_S, LogDirHealth
 from rlog.daemon.faults_file import CLIENTS, FaultRules, FaultsFileError
 from rlog.daemon.wire import WireError
 
@@ -115,29 +119,43 @@ class OutboundGate:
 
 
 class StallingFile(FaultyFile):
+    """A log file whose writes the chaos disk may stall, each watched by the log dir's health."""
+
     def __init__(self, path: str, create: bool, file_system: ChaosFileSystem) -> None:
         super().__init__(path, create, file_system.faults)
         self._file_system = file_system
+
+    def append(self, data: Buffer) -> None:
+        with self._file_system.health.watch("append to", self.name):
+            super().append(data)
 
     def _write(self, data: memoryview) -> int:
         self._file_system.stall()
         return super()._write(data)
 
     def sync(self) -> None:
-        self._file_system.stall()
-        super().sync()
+        with self._file_system.health.watch("fsync of", self.name, SLOW_FSYNC_S):
+            self._file_system.stall()
+            super().sync()
+
+    def truncate(self, size: int) -> None:
+        with self._file_system.health.watch("truncation of", self.name):
+            super().truncate(size)
 
 
 class ChaosFileSystem(FaultyFileSystem):
     """Real files; a full disk through FaultyFileSystem's faults, and a stalled one here (the
-    event loop blocks, as a broker's request threads would on a hung disk)."""
+    event loop blocks, as a broker's request threads would on a hung disk). Every call that
+    writes is watched by `health`, which decides when the log dir has failed."""
 
     def __init__(self) -> None:
         super().__init__()
         self.stalled = False
+        self.health = LogDirHealth()
 
     def open(self, path: str, create: bool) -> LogFile:
-        return StallingFile(path, create, self)
+        with self.health.watch("open of", path):
+            return StallingFile(path, create, self)
 
     def stall(self) -> None:
         if self.stalled:
@@ -146,3 +164,29 @@ class ChaosFileSystem(FaultyFileSystem):
     def _fsync(self, fd: int) -> None:
         self.stall()
         super()._fsync(fd)
+
+    def replace_atomically(self, path: str, data: bytes) -> None:
+        with self.health.watch("write of", path, SLOW_FSYNC_S):
+            if self.faults.disk_full:  # checkpoints need space too
+                raise OSError(errno.ENOSPC, "No space left on device (injected)", path)
+            super().replace_atomically(path, data)
+
+    def sync_dir(self, path: str) -> None:
+        with self.health.watch("fsync of", path, SLOW_FSYNC_S):
+            super().sync_dir(path)
+
+    def rename(self, src: str, dst: str) -> None:
+        with self.health.watch("rename of", src):
+            super().rename(src, dst)
+
+    def remove(self, path: str) -> None:
+        with self.health.watch("removal of", path):
+            super().remove(path)
+
+    def remove_tree(self, path: str) -> None:
+        with self.health.watch("removal of", path, SLOW_FSYNC_S):
+            super().remove_tree(path)
+
+    def makedirs(self, path: str) -> None:
+        with self.health.watch("creation of", path):
+            super().makedirs(path)

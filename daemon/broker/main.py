@@ -21,13 +21,14 @@ from rlog.daemon.broker.faults import Faults
 from rlog.daemon.broker.groups import GroupService, group_config, new_member_id, txn_config
 from rlog.daemon.broker.handlers import Handlers
 from rlog.daemon.broker.log_cleaner import LogCleaner, clean_limit
+from rlog.daemon.broker.log_dir import LogDirRecovery
 from rlog.daemon.broker.peer_links import PeerLinks
 from rlog.daemon.broker.server import BrokerServer
 from rlog.daemon.broker.traffic import write_traffic
 from rlog.daemon.config import BrokerSettings, ConfigError, load_config
 from rlog.daemon.data_dir import CONTROLLER, meta_path
 from rlog.daemon.events import EventJournal
-from rlog.daemon.exit_codes import ExitCode
+from rlog.daemon.exit_codes import LOG_DIR_RECOVERED, ExitCode
 
 log = logging.getLogger("rlog.broker")
 
@@ -108,7 +109,8 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
         new_member_id=new_member_id,
     )
     journal = EventJournal(args.events, f"broker-{args.id}") if args.events is not None else None
-    driver = BrokerDriver(core, journal)  # replica events (truncations) go to rlog events
+    health = faults.file_system.health  # every write's verdict on the log dir (log_dir.py)
+    driver = BrokerDriver(core, journal, health)  # replica events (truncations) go to rlog events
 
     def on_metadata() -> None:
         registered = link.registered_in_image
@@ -165,6 +167,7 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     loop.add_signal_handler(signal.SIGUSR1, faults.reload)  # rlogd changed the chaos rules
+    health.install_resume_handler()  # a pause is not a slow disk
     duties = [
         asyncio.create_task(server.serve()),
         asyncio.create_task(link.run()),
@@ -181,12 +184,20 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
         now_ms,
         settings.log_cleaner_backoff_ms,
     )
-    if settings.log_cleaner_enable:
-        duties.append(asyncio.create_task(cleaner.run()))
+    cleaning = [asyncio.create_task(cleaner.run())] if settings.log_cleaner_enable else []
+    duties += cleaning
+    # A failed log dir: fenced, cleaner stopped, the disk probed until it works (log_dir.py).
+    recovery = LogDirRecovery(driver.offline, faults.file_system, health, str(data_dir))
+    duties.append(
+        asyncio.create_task(recovery.run(link.ask_to_be_fenced, cleaning, cleaner.stop, stop))
+    )
     await stop.wait()
-    log.info("broker %d shutting down: asking the controller to move its leaderships", args.id)
-    if not await link.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_S):
-        log.warning("controlled shutdown did not finish in time; stopping anyway")
+    if recovery.recovered:
+        log.info("broker %d stopping to recover its log dir (fenced already)", args.id)
+    else:
+        log.info("broker %d shutting down: asking the controller to move its leaderships", args.id)
+        if not await link.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_S):
+            log.warning("controlled shutdown did not finish in time; stopping anyway")
     for duty in duties:
         duty.cancel()
     await cleaner.stop()  # a segment rewrite may still run in its thread
@@ -194,6 +205,9 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
     await server.close()
     link.close()
     driver.close()
+    if recovery.recovered:
+        log.info("broker %d stopped; exiting for a restart that recovers its log dir", args.id)
+        return LOG_DIR_RECOVERED
     log.info("broker %d stopped cleanly", args.id)
     return ExitCode.OK
 

@@ -13,7 +13,7 @@ import time
 import uuid
 
 from rlog.core.protocol.apis import ApiKey
-from rlog.daemon.exit_codes import ExitCode
+from rlog.daemon.exit_codes import LOG_DIR_RECOVERED, ExitCode
 from rlog.daemon.rlogd.cluster import Cluster
 from rlog.daemon.rlogd.process import HOST, SupervisedProcess, describe_exit, signal_name
 from rlog.daemon.rlogd.stats import ProcessStats
@@ -46,7 +46,10 @@ class Supervisor:
 
     def should_restart(self, code: int) -> bool:
         """The restart policy's verdict (rlog.toml(5)): "always" restarts whatever the exit,
-        "on-failure" unless it was clean or a CONFIG exit (bad config, port in use)."""
+        "on-failure" unless it was clean or a CONFIG exit (bad config, port in use); a
+        LOG_DIR_RECOVERED exit always restarts."""
+        if code == LOG_DIR_RECOVERED:
+            return True
         policy = self.cluster.config.cluster.restart_policy
         clean = code in (ExitCode.OK, ExitCode.CONFIG)
         return policy == "always" or (policy == "on-failure" and not clean)
@@ -63,6 +66,9 @@ class Supervisor:
             if child.restart_requested:  # a `restart` request: start it again now
                 child.restart_requested = False
                 child.restarts += 1
+                continue
+            if code == LOG_DIR_RECOVERED:  # its disk works again: a new process
+                child.restarts += 1  # recovers the log dir, whatever the policy
                 continue
             if self.should_restart(code):
                 await self._back_off(child, ran_s)

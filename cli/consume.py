@@ -66,7 +66,8 @@ from rlog.cli.discovery import (
     settings_of,
     topic_partitions,
 )
-from rlog.cli.produce import exits_on_sigterm, interrupt_for, raise_terminated, unescape
+from rlog.cli.produce import unescape
+from rlog.cli.signals import exits_on_sigterm, interrupt_for, raise_terminated
 from rlog.cli.terminal import CliError, ExitCode, Terminal, parse_properties
 
 GROUP_ID = "rlog-cli"  # required by confluent-kafka's Consumer; unused with assign()

@@ -11,7 +11,7 @@ to the log (flushed) and then aborted, so read_committed consumers never see it.
 transaction goes to stderr (``% Committed transaction 1: 3 records``). A transaction the
 cluster refuses is aborted and reported, exit code 7, and nothing after it is sent.
 
-SIGTERM takes Ctrl-C's way out (here and in ``rlog consume``, see :func:`exits_on_sigterm`):
+SIGTERM takes Ctrl-C's way out (here and in ``rlog consume``, see :mod:`rlog.cli.signals`):
 an open transaction is aborted, records not yet sent are dropped, and the exit status is 143
 (128 + SIGTERM, as shells report it and kafka-console-producer exits) instead of Ctrl-C's 130.
 """
@@ -19,16 +19,12 @@ an open transaction is aborted, records not yet sent are dropped, and the exit s
 from __future__ import annotations
 
 import contextlib
-import functools
-import signal
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
-from types import FrameType
-from typing import Annotated, ParamSpec, TypeVar
+from typing import Annotated
 
 import typer
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -44,64 +40,11 @@ from rlog.cli.discovery import (
     settings_of,
     topic_partitions,
 )
+from rlog.cli.signals import exits_on_sigterm
 from rlog.cli.terminal import CliError, ExitCode, Terminal, parse_properties
 
 ABORT_ON_INTERRUPT_S = 5.0  # how long Ctrl-C waits for the open transaction's abort
 RETRY_BACKOFF_S = 0.1  # between tries of a transaction call that failed retriably
-TERMINATED = 143  # the exit status after SIGTERM: 128 + 15, as after Ctrl-C 128 + 2 (130)
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-# ---- SIGTERM as Ctrl-C ----
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where Ctrl-C raises KeyboardInterrupt, so it takes the same way out:
-    every ``except KeyboardInterrupt`` and ``finally`` on the way runs (a consumer leaves its
-    group, an open transaction is aborted)."""
-
-
-def raise_terminated(_signum: int, _frame: FrameType | None) -> None:
-    raise Terminated
-
-
-def interrupt_for(signum: int) -> KeyboardInterrupt:
-    """The exception a held SIGINT or SIGTERM becomes (see consume.deferred_interrupt)."""
-    return Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
-
-
-@contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """Within the block SIGTERM raises :class:`Terminated`; a command ended by it exits with
-    TERMINATED. Left alone where SIGTERM is ignored or outside the main thread."""
-    if (
-        threading.current_thread() is not threading.main_thread()
-        or signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
-    ):
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, raise_terminated)
-    try:
-        yield
-    except Terminated:
-        raise typer.Exit(TERMINATED) from None
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
-
-
-def exits_on_sigterm(command: Callable[P, R]) -> Callable[P, R]:
-    """A command that SIGTERM (kill, systemd, a container stopping, a test harness) ends the
-    way Ctrl-C does, instead of dying on the spot with its group joined or its transaction
-    open."""
-
-    @functools.wraps(command)
-    def run(*args: P.args, **kwargs: P.kwargs) -> R:
-        with sigterm_as_interrupt():
-            return command(*args, **kwargs)
-
-    return run
 
 
 class Acks(StrEnum):

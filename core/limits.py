@@ -26,8 +26,9 @@ LOG_INDEX_INTERVAL_BYTES_DEFAULT = 4096
 # segment.
 LOG_INDEX_SIZE_MAX_BYTES = 10 * 1024 * 1024
 
-# decode_batch (tools, coordinators' internal topics; never the produce path) refuses a batch whose
-# records inflate past this, so a small compressed bomb cannot exhaust memory.
+# A batch whose records inflate past this is refused (CORRUPT_MESSAGE from a producer: the leader
+# inflates every compressed client batch to check its records), so a small compressed bomb
+# cannot exhaust memory.
 DECOMPRESSED_BATCH_MAX_BYTES = 64 * 1024 * 1024
 
 # Recovery and index rebuilds read the log in chunks of this size: large enough that a chunk holds

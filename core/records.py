@@ -1,9 +1,10 @@
 """Kafka record batch v2 (magic 2): read and check headers, patch them in place, build and decode.
 
-The storage and produce paths work on whole batches: `validate_batch`, `iter_batches` and the
+The storage and replication paths work on whole batches: `validate_batch`, `iter_batches` and the
 `patch_*` helpers touch only the 61-byte header (and the CRC). `build_batch` and `decode_batch`
-walk records one by one; they serve tests, tools, control markers and internal topics, never the
-hot path.
+walk records one by one into objects; they serve tests, tools, control markers and internal
+topics, never the hot path. The one per-record pass on the produce path is
+`record_validation.py`, which shares the varint reader and the codecs below.
 """
 
 from __future__ import annotations
@@ -192,6 +193,12 @@ def set_log_append_time(buf: bytearray, pos: int, now_ms: int) -> None:
     _write_crc(buf, pos)
 
 
+def set_max_timestamp(buf: bytearray, pos: int, max_timestamp: int) -> None:
+    """Set maxTimestamp (a CREATE_TIME batch whose header disagrees with its records)."""
+    struct.pack_into(">q", buf, pos + _MAX_TIMESTAMP_AT, max_timestamp)
+    _write_crc(buf, pos)
+
+
 def _write_crc(buf: bytearray, pos: int) -> None:
     (batch_length,) = struct.unpack_from(">i", buf, pos + 8)
     end = pos + LOG_OVERHEAD + batch_length
@@ -373,7 +380,7 @@ def decode_batch(buf: Buffer, pos: int = 0) -> list[Record]:
     """Validate the batch at `pos` and decode all its records (decompressing if needed)."""
     header = validate_batch(buf, pos)
     payload = memoryview(buf)[pos + BATCH_HEADER_SIZE : pos + header.size]
-    data = memoryview(_decompress(header.compression, payload))
+    data = memoryview(decompress_records(header.compression, payload))
     records: list[Record] = []
     at = 0
     for _ in range(header.records_count):
@@ -397,17 +404,35 @@ def _put_varint(out: bytearray, value: int) -> None:
     out.append(unsigned)
 
 
-def _get_varint(data: memoryview, at: int) -> tuple[int, int]:
+VARINT32_MAX_BYTES = 5  # Kafka reads int fields (lengths, offset deltas) with at most 5 bytes
+VARINT64_MAX_BYTES = 10  # and long fields (timestamp deltas) with at most 10
+
+
+def read_unsigned_varint(
+    data: Buffer, at: int, max_bytes: int = VARINT64_MAX_BYTES
+) -> tuple[int, int]:
+    """The unsigned varint at `at` (before zigzag decoding) and the position after it.
+
+    `max_bytes` is 5 for 32-bit fields and 10 for 64-bit ones; a value wider than the field is
+    refused too, as a reader in another language would truncate it.
+    """
     unsigned = 0
-    for shift in range(0, 70, 7):  # a 64-bit value needs at most 10 bytes
+    for shift in range(0, 7 * max_bytes, 7):
         if at >= len(data):
             raise CorruptRecordError("record ends inside a varint")
         byte = data[at]
         at += 1
         unsigned |= (byte & 0x7F) << shift
         if not byte & 0x80:
-            return (unsigned >> 1) ^ -(unsigned & 1), at
-    raise CorruptRecordError("varint longer than 10 bytes")
+            if unsigned >> (32 if max_bytes == VARINT32_MAX_BYTES else 64):
+                raise CorruptRecordError(f"varint {unsigned} overflows its field")
+            return unsigned, at
+    raise CorruptRecordError(f"varint longer than {max_bytes} bytes")
+
+
+def _get_varint(data: memoryview, at: int, max_bytes: int = VARINT32_MAX_BYTES) -> tuple[int, int]:
+    unsigned, at = read_unsigned_varint(data, at, max_bytes)
+    return (unsigned >> 1) ^ -(unsigned & 1), at
 
 
 def _put_bytes(out: bytearray, value: bytes | None) -> None:
@@ -456,7 +481,7 @@ def _decode_record(data: memoryview, at: int, batch: BatchHeader) -> tuple[Recor
         raise CorruptRecordError(f"record length {length} does not fit the batch")
     record_data = data[:end]  # fields may not run into the next record
     at = start + 1  # skip the attributes byte
-    timestamp_delta, at = _get_varint(record_data, at)
+    timestamp_delta, at = _get_varint(record_data, at, VARINT64_MAX_BYTES)
     offset_delta, at = _get_varint(record_data, at)
     key, at = _get_bytes(record_data, at)
     value, at = _get_bytes(record_data, at)
@@ -561,7 +586,9 @@ def _compress(compression: Compression, data: bytes) -> bytes:
     return compress(data)
 
 
-def _decompress(compression: int, payload: memoryview) -> Buffer:
+def decompress_records(compression: int, payload: memoryview) -> Buffer:
+    """A batch's records area, inflated (CorruptRecordError if it does not inflate, or past
+    DECOMPRESSED_BATCH_MAX_BYTES; UnsupportedCompressionError for a codec not installed)."""
     if compression == Compression.NONE:
         return payload
     if compression == Compression.GZIP:

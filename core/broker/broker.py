@@ -576,7 +576,11 @@ class BrokerCore:
                 )
             else:
                 outcome = replica.append_as_leader(
-                    records, acks, now_ms, required_acks_timeout_ms=max(0, timeout_ms)
+                    records,
+                    acks,
+                    now_ms,
+                    required_acks_timeout_ms=max(0, timeout_ms),
+                    client=job.api_version is not None,
                 )
         except OSError as error:
             job.fill(position, AppendAnswer(
@@ -592,6 +596,7 @@ class BrokerCore:
                 result.error,
                 log_start_offset=result.log_start_offset,
                 message=result.error_message,
+                record_errors=result.record_errors,
             ))  # fmt: skip
             return
         offsets = replica.log_end_offset - end_before

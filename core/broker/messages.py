@@ -160,6 +160,7 @@ class AppendAnswer:
     message: str | None = None
     storage_failed: bool = False  # the disk refused it (KAFKA_STORAGE_ERROR, by version)
     offsets: int = 0  # how many offsets the append took
+    record_errors: tuple[tuple[int, str], ...] = ()  # (index in the batch, why) of bad records
 
 
 @dataclass

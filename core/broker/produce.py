@@ -85,7 +85,15 @@ def produce_partition_body(index: int, answer: AppendAnswer, api_version: int) -
     if answer.storage_failed and api_version < STORAGE_ERROR_VERSION_MIN:
         error = ErrorCode.NOT_LEADER_OR_FOLLOWER
     if error != ErrorCode.NONE:
-        return body | {"error_code": error, "error_message": answer.message}
+        record_errors = [
+            {"batch_index": index, "batch_index_error_message": message}
+            for index, message in answer.record_errors
+        ]
+        return body | {
+            "error_code": error,
+            "error_message": answer.message,
+            "record_errors": record_errors,
+        }
     return body | {
         "error_code": ErrorCode.NONE,
         "base_offset": answer.base_offset,

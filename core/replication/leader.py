@@ -32,6 +32,7 @@ from rlog.core.replication.produce import (
     Refused,
     append_producer_batch,
     check_producer_batch,
+    client_rules,
 )
 from rlog.core.replication.rules import (
     FollowerProgress,
@@ -106,12 +107,21 @@ class Leader:
     # ---- produce ----
 
     def append(
-        self, records: Buffer | None, acks: int, now_ms: int, *, timeout_ms: int
+        self,
+        records: Buffer | None,
+        acks: int,
+        now_ms: int,
+        *,
+        timeout_ms: int,
+        client: bool = True,
     ) -> AppendOutcome:
+        """A client's batch (every record checked) or, `client` False, a coordinator's."""
         refused = self._refusal_before_append(acks)
         if refused is not None:
             return self._refused(refused)
-        checked = check_producer_batch(records, self._local.producers)
+        local = self._local
+        rules = client_rules(local.log, local.topic, local.partition) if client else None
+        checked = check_producer_batch(records, local.producers, rules)
         if isinstance(checked, Refused):
             return self._refused(checked)
         effects: list[Effect] = []
@@ -211,6 +221,7 @@ class Leader:
             refused.error,
             log_start_offset=self._local.log.log_start_offset,
             error_message=refused.message,
+            record_errors=refused.record_errors,
         )
         return AppendOutcome(result)
 

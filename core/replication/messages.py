@@ -118,6 +118,7 @@ class ProduceResult:
     log_append_time_ms: int = NO_TIMESTAMP
     log_start_offset: int = NO_OFFSET
     error_message: str | None = None
+    record_errors: tuple[tuple[int, str], ...] = ()  # (index in the batch, why) of bad records
 
 
 @dataclass(frozen=True, slots=True)

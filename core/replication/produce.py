@@ -1,16 +1,24 @@
 """A producer's batch on the leader: the checks before it is appended, and the append.
 
-Kafka takes exactly one v2 batch per partition per Produce request. Idempotent producers are
-checked against the partition's producer state (Kafka's ProducerStateManager rules): a retry
-of one of the last five batches is answered with its original offsets and appends nothing.
+Kafka takes exactly one v2 batch per partition per Produce request. A client's batch is then
+decoded record by record (record_validation.py); coordinators' own batches skip that. Idempotent
+producers are checked against the partition's producer state (Kafka's ProducerStateManager
+rules): a retry of one of the last five batches is answered with its original offsets and
+appends nothing.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rlog.core.producer_state import BatchMetadata, ProducerStateError, ProducerStateManager
 from rlog.core.protocol.errors import ErrorCode
+from rlog.core.record_validation import (
+    BatchRefused,
+    ClientRules,
+    RecordErrors,
+    validate_client_batch,
+)
 from rlog.core.records import BatchHeader, CorruptRecordError, InvalidRecordError, iter_batches
 from rlog.core.storage.files import Buffer
 from rlog.core.storage.log import AppendInfo, Log, RecordTooLargeError
@@ -20,6 +28,13 @@ from rlog.core.storage.log import AppendInfo, Log, RecordTooLargeError
 class Refused:
     error: ErrorCode
     message: str
+    record_errors: RecordErrors = ()  # the records at fault, by index in the batch
+
+
+def client_rules(log: Log, topic: str, partition: int) -> ClientRules:
+    """What the partition's config asks of a client's batch."""
+    config = log.config
+    return ClientRules(f"{topic}-{partition}", config.message_max_bytes, config.compacts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,8 +44,10 @@ class CheckedBatch:
 
 
 def check_producer_batch(
-    records: Buffer | None, producers: ProducerStateManager
+    records: Buffer | None, producers: ProducerStateManager, rules: ClientRules | None
 ) -> CheckedBatch | Refused:
+    """`rules` for a client's batch, whose records are then all checked; None for a
+    coordinator's. The header returned carries the maxTimestamp to store."""
     if records is None or len(records) == 0:
         return Refused(ErrorCode.INVALID_RECORD, "the request holds no record batch")
     try:
@@ -45,9 +62,16 @@ def check_producer_batch(
             f"a produce request must hold exactly one record batch per partition, "
             f"not {len(batches)}",
         )
-    _, header = batches[0]
-    if header.is_control:
-        return Refused(ErrorCode.INVALID_RECORD, "clients may not write control batches")
+    position, header = batches[0]
+    if rules is not None:
+        try:
+            max_timestamp = validate_client_batch(records, position, header, rules)
+        except BatchRefused as refused:
+            return Refused(refused.code, refused.message, refused.record_errors)
+        if max_timestamp != header.max_timestamp:
+            header = replace(header, max_timestamp=max_timestamp)
+    elif header.is_control:  # markers take their own path (Leader.append_marker)
+        return Refused(ErrorCode.INVALID_RECORD, "control batches are written as markers only")
     try:
         duplicate = producers.check(header)
     except ProducerStateError as error:
@@ -63,11 +87,14 @@ def append_producer_batch(
     *,
     leader_epoch: int,
 ) -> AppendInfo | Refused:
-    """Append a checked batch with offsets from the LEO and `leader_epoch` stamped (the log
-    applies it to the producer state). OSError from the disk propagates (nothing was written).
+    """Append a checked batch with offsets from the LEO, `leader_epoch` and `header`'s
+    maxTimestamp stamped (the log applies it to the producer state). OSError from the disk
+    propagates (nothing was written).
     """
     try:
-        info = log.append(records, now_ms, leader_epoch=leader_epoch)
+        info = log.append(
+            records, now_ms, leader_epoch=leader_epoch, max_timestamp=header.max_timestamp
+        )
     except RecordTooLargeError as error:
         return Refused(ErrorCode.MESSAGE_TOO_LARGE, str(error))
     except InvalidRecordError as error:

@@ -220,12 +220,16 @@ class Replica:
         now_ms: int,
         *,
         required_acks_timeout_ms: int,
+        client: bool = True,
     ) -> AppendOutcome:
-        """A client's Produce for this partition: one batch, `acks` 0, 1 or -1 (all)."""
+        """A client's Produce for this partition: one batch, `acks` 0, 1 or -1 (all); `client`
+        False for a coordinator's batch, whose records are not checked one by one."""
         role = self._role
         if not isinstance(role, Leader):
             return AppendOutcome(self._not_leader_produce())
-        outcome = role.append(records, acks, now_ms, timeout_ms=required_acks_timeout_ms)
+        outcome = role.append(
+            records, acks, now_ms, timeout_ms=required_acks_timeout_ms, client=client
+        )
         self._checked(list(outcome.effects))
         return outcome
 

@@ -32,6 +32,7 @@ from rlog.core.records import (
     read_end_txn_marker,
     read_header,
     set_log_append_time,
+    set_max_timestamp,
 )
 from rlog.core.storage.config import LogConfig
 from rlog.core.storage.files import Buffer, FileSlice, FileSystem
@@ -180,17 +181,21 @@ class Log:
         *,
         leader_epoch: int | None = None,
         assign_offsets: bool = True,
+        max_timestamp: int | None = None,
     ) -> AppendInfo:
         """Validate and write all batches in `records` with one file append.
 
         As leader (`assign_offsets`), batches get offsets from the LEO and, if the topic says so,
         LogAppendTime; as follower they must already continue from the LEO. `leader_epoch`, if
-        given, is stamped on every batch. Raises CorruptRecordError (nothing written),
-        RecordTooLargeError, OffsetOutOfOrderError, or OSError from the disk (nothing written).
+        given, is stamped on every batch. `max_timestamp`, for one CREATE_TIME batch, replaces a
+        maxTimestamp its records disagree with (found by the leader's record walk). Raises
+        CorruptRecordError (nothing written), RecordTooLargeError, OffsetOutOfOrderError, or
+        OSError from the disk (nothing written).
         """
         batches = list(iter_batches(records))
         if not batches:
             raise InvalidRecordError("no record batches to append")
+        assert max_timestamp is None or len(batches) == 1, "max_timestamp is for one batch"
         headers = [header for _, header in batches]
         if assign_offsets:
             for header in headers:
@@ -210,6 +215,8 @@ class Log:
                     patch_leader_epoch(data, position, leader_epoch)
                 if stamp_time:
                     set_log_append_time(data, position, now_ms)
+                elif max_timestamp is not None and max_timestamp != header.max_timestamp:
+                    set_max_timestamp(data, position, max_timestamp)
             headers = [read_header(data, position) for position, _ in batches]
         self._write(data, headers, now_ms)
         self._apply_to_producers(data, batches, headers, self.active_segment)

@@ -38,6 +38,7 @@ from rlog.core.records import (
     UnsupportedCompressionError,
     decompress_records,
     read_unsigned_varint,
+    unsigned_varint_bytes,
 )
 
 NO_TIMESTAMP = -1
@@ -164,15 +165,6 @@ def _check_header(header: BatchHeader, rules: ClientRules, where: str) -> None:
 # ---- tier 1: records of one layout, checked a field at a time ----
 
 
-def _varint_bytes(unsigned: int) -> bytes:
-    out = bytearray()
-    while unsigned > 0x7F:
-        out.append((unsigned & 0x7F) | 0x80)
-        unsigned >>= 7
-    out.append(unsigned)
-    return bytes(out)
-
-
 # Timestamp-delta bytes allowed when the batch's largest delta is d (0 <= d < 64): the one-byte
 # zigzag encodings of 0..d, all even.
 _TIMESTAMP_BYTES = tuple(bytes(range(0, 2 * d + 1, 2)) for d in range(64))
@@ -226,7 +218,7 @@ def _walk_uniform(data: bytes, count: int, claimed_delta: int, keys_required: bo
             break
         run = min(count, limit) - first
         body = 2 + delta_length + rest_length  # attributes, timestamp delta, offset delta, rest
-        length = _varint_bytes(2 * body)
+        length = unsigned_varint_bytes(2 * body)
         stride = len(length) + body
         end = pos + run * stride
         if end > len(data):
@@ -264,7 +256,7 @@ def _layout(data: bytes, keys_required: bool) -> tuple[int, list[tuple[int, int]
         unsigned, at = read_unsigned_varint(data, 0, VARINT32_MAX_BYTES)
     except CorruptRecordError:
         return None
-    if unsigned & 1 or data[:at] != _varint_bytes(unsigned) or len(data) < at + 3:
+    if unsigned & 1 or data[:at] != unsigned_varint_bytes(unsigned) or len(data) < at + 3:
         return None
     stop = at + (unsigned >> 1)
     if data[at] or data[at + 1] >= 0x80 or data[at + 2] != 0 or stop > len(data):

@@ -396,12 +396,23 @@ def decode_batch(buf: Buffer, pos: int = 0) -> list[Record]:
 # ---- varints (zigzag, as in records) ----
 
 
-def _put_varint(out: bytearray, value: int) -> None:
-    unsigned = (value << 1) ^ (value >> 63)
+def unsigned_varint_bytes(unsigned: int) -> bytes:
+    """`unsigned` as a base-128 varint, low group first (no zigzag)."""
+    out = bytearray()
     while unsigned > 0x7F:
         out.append((unsigned & 0x7F) | 0x80)
         unsigned >>= 7
     out.append(unsigned)
+    return bytes(out)
+
+
+def varint_bytes(value: int) -> bytes:
+    """`value` zigzag-encoded, as records store their signed fields."""
+    return unsigned_varint_bytes((value << 1) ^ (value >> 63))
+
+
+def _put_varint(out: bytearray, value: int) -> None:
+    out += varint_bytes(value)
 
 
 VARINT32_MAX_BYTES = 5  # Kafka reads int fields (lengths, offset deltas) with at most 5 bytes

@@ -12,7 +12,7 @@ import crc32c
 import pytest
 
 from rlog.core.protocol.connection import ClientConnection
-from rlog.core.records import BATCH_HEADER_SIZE, Compression, build_batch
+from rlog.core.records import BATCH_HEADER_SIZE, Compression, build_batch, varint_bytes
 from support import clients
 from support.clients import Message
 from support.raw_wire import request
@@ -23,14 +23,7 @@ CORRUPT_MESSAGE, INVALID_RECORD = 2, 87
 HEADER = struct.Struct(">qiibIhiqqqhii")  # Kafka's v2 batch header
 
 
-def varint(value: int) -> bytes:
-    unsigned = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while unsigned > 0x7F:
-        out.append((unsigned & 0x7F) | 0x80)
-        unsigned >>= 7
-    out.append(unsigned)
-    return bytes(out)
+varint = varint_bytes
 
 
 def field(value: bytes | None) -> bytes:

@@ -27,7 +27,9 @@ from rlog.core.records import (
     _compress,
     build_batch,
     decode_batch,
+    unsigned_varint_bytes,
     validate_batch,
+    varint_bytes,
 )
 from rlog.core.replication.produce import CheckedBatch, Refused, check_producer_batch
 from rlog.core.storage.config import LogConfig
@@ -54,17 +56,8 @@ def available_codecs() -> list[Compression]:
 CODECS = available_codecs()
 
 
-def uvarint(unsigned: int) -> bytes:
-    out = bytearray()
-    while unsigned > 0x7F:
-        out.append((unsigned & 0x7F) | 0x80)
-        unsigned >>= 7
-    out.append(unsigned)
-    return bytes(out)
-
-
-def varint(value: int) -> bytes:
-    return uvarint((value << 1) ^ (value >> 63))
+uvarint = unsigned_varint_bytes
+varint = varint_bytes
 
 
 def field(value: bytes | None) -> bytes:

@@ -79,6 +79,9 @@ class Collector:
         self._groups = GroupsSource(settings, timeout_s)
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="rlog-tui")
         self._first = True
+        # Brokers rlogd said were not running at the last refresh: the partitions source does
+        # not ask them (a paused one would cost a timeout at every refresh).
+        self._not_running: set[tuple[str, int]] = set()
 
     def collect(self) -> Snapshot:
         errors: list[str] = []
@@ -124,10 +127,16 @@ class Collector:
         controller = status.get("controller")
         found = [ProcessInfo.from_status(controller, "controller")] if controller else []
         found += [ProcessInfo.from_status(b, "broker") for b in status.get("brokers", [])]
+        self._not_running = {
+            (str(b.get("host")), int(b.get("port") or 0))
+            for b in status.get("brokers", [])
+            if b.get("state") in replicas.PROCESS_REASONS
+        }
         return tuple(found)
 
     def partitions(self) -> tuple[PartitionInfo, ...]:
         cluster = replicas.WireCluster(resolve_bootstrap(self.settings), self.timeout_s)
+        cluster.avoid = set(self._not_running)
         try:
             metadata = replicas.fetch_metadata(cluster, None)
             every: list[replicas.Partition] = []
@@ -162,7 +171,8 @@ class Collector:
             raise CliError(f"consumer groups: {error.args[0] if error.args else error}") from None
 
     def transactions(self) -> Transactions:
-        return fetch_transactions(resolve_bootstrap(self.settings), self.timeout_s)
+        bootstrap = resolve_bootstrap(self.settings)
+        return fetch_transactions(bootstrap, self.timeout_s, self._not_running)
 
     def events(self) -> tuple[Event, ...]:
         found = [Event.from_journal(e) for e in self._events.poll()]

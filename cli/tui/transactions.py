@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from rlog.cli import replicas, txn
@@ -87,10 +87,14 @@ def describe_at_coordinators(
     return found, warnings
 
 
-def fetch_transactions(bootstrap: str, timeout_s: float) -> Transactions:
-    """Every transactional id the brokers' coordinators own, described. Raises
-    :class:`rlog.cli.terminal.CliError` when no broker answers at all."""
+def fetch_transactions(
+    bootstrap: str, timeout_s: float, avoid: Collection[tuple[str, int]] = ()
+) -> Transactions:
+    """Every transactional id the brokers' coordinators own, described, not asking the brokers
+    at `avoid` (not running). Raises :class:`rlog.cli.terminal.CliError` when no broker answers
+    at all."""
     cluster = replicas.WireCluster(bootstrap, timeout_s)
+    cluster.avoid = set(avoid)
     try:
         listings, warnings = txn.list_transactions(cluster, [], timeout_s)
         descriptions, more = describe_at_coordinators(cluster, listings)

@@ -14,16 +14,17 @@ commits survive coordinator failover) and the group's generation surviving it; a
 end, I11: everything settles and a last produce is acknowledged.
 
 Faults, chosen by the seed, one at a time and each for a bounded time (the premise of the promise:
-fewer than min.insync replicas fail): broker crash (kill -9, or power loss that drops unsynced bytes
-and may tear one file), restart, pause (SIGSTOP: messages queue, timers freeze), isolating one
-broker (all its links, or only to the controller, or only to the other brokers), controller
-crash/restart, a failing disk (mostly the leader's: every write, fsync and truncation fails
-with EIO), and every process crashing at once (a power loss when the seed's topics fsync every
-message, flush.messages=1, as Kafka promises nothing to a correlated power loss without it; else
-a kill -9 of all, after which every broker restarts uncleanly and the partitions recover with
+fewer than min.insync replicas fail): broker crash (kill -9, or power loss that drops unsynced
+bytes and may tear one file), restart, pause (SIGSTOP: messages queue, timers freeze), isolating
+one broker (all its links, or only to the controller, or only to the other brokers), controller
+crash/restart, a failing disk (mostly the leader's: every write, fsync and truncation fails with
+EIO; on half of them the broker takes its log dir offline, as the daemon does, and restarts once
+the disk heals), and every process crashing at once (a power loss when the seed's topics fsync
+every message, flush.messages=1, as Kafka promises nothing to a correlated power loss without it;
+else a kill -9 of all, after which every broker restarts uncleanly and the partitions recover with
 the longest log); group clients crashing, leaving and joining; and always-on message
-delay/drop/duplication/reordering at seeded rates. Each broker start serves Fetch up to v11 or
-v12, so followers use both, chosen from their leader's ApiVersions as the daemon's are.
+delay/drop/duplication/reordering at seeded rates. Each broker start serves Fetch up to v11 or v12,
+so followers use both, chosen from their leader's ApiVersions as the daemon's are.
 
 Not modelled: consumers of records (their view of the HW is read from the leader), idempotence
 and transactions, retention and log start offsets moving, metadata-only brokers' own metadata
@@ -65,6 +66,7 @@ from rlog.core.broker import (
     ProducerIdsGranted,
     ProposalAnswered,
 )
+from rlog.core.broker.messages import LogDirFailed
 from rlog.core.controller import (
     AllocateProducerIdsRequest,
     AlterPartitionRequest,
@@ -284,6 +286,12 @@ class BrokerNode:
         self.incarnation += 1
         self.alive = True
         self.paused_until = None
+        # As the broker daemon: a write the disk refuses takes the log dir offline (the core
+        # fences itself through its heartbeats) until the disk heals and the broker restarts.
+        # Set per disk fault, so the core's other path (each write answered with an error, the
+        # dir kept) stays covered too.
+        self.offline_on_failure = False
+        self._disk_failures_at_start = self.fs.failures
         self.broker_epoch: int | None = None
         self.image = MetadataImage()
         self.metadata_caught_up = False
@@ -370,6 +378,13 @@ class BrokerNode:
             for txn_event in ready.txn_events:
                 self.sim.trace(f"b{self.broker_id} {txn_event.message}")
             core.advance(ready, failed_syncs=failed)
+        if (
+            self.offline_on_failure
+            and self.core.offline is None
+            and self.fs.failures > self._disk_failures_at_start
+        ):
+            self.core.step(LogDirFailed("a simulated disk failure"), self.sim.now_ms)
+            self._drain()
 
     def _ask_producer_ids(self) -> None:
         """AllocateProducerIds to the controller; a lost answer counts as a failure once the
@@ -544,6 +559,7 @@ class BrokerNode:
                 self.broker_id,
                 self.broker_epoch,
                 self.image.last_offset,
+                want_fence=self.core.offline is not None,
                 recovering_replicas=tuple(self.core.recovering_log_ends()),
             )
             self._send(CONTROLLER, "request", request)
@@ -930,6 +946,7 @@ class Simulation:
             leader = self.controller.partition(0).leader
             target = leader if leader in BROKERS and rng.random() < 0.8 else target
             self.brokers[target].fs.failing = True
+            self.brokers[target].offline_on_failure = rng.random() < 0.5
         elif kind == "crash-all":
             # Every process at once. A power loss keeps only what was synced, so acknowledged
             # writes survive it only with flush.messages=1 (without, that loss is permitted
@@ -984,7 +1001,14 @@ class Simulation:
         elif kind.startswith("crash"):
             self.brokers[target].start()
         elif kind == "disk-fail":
-            self.brokers[target].fs.failing = False
+            broker = self.brokers[target]
+            broker.fs.failing = False
+            if broker.alive and broker.core.offline is not None:
+                # Its probe works again: it exits (closing files, writing nothing) and rlogd
+                # restarts it at once; the new process recovers as after a crash.
+                broker.crash(power_loss=False)
+                self._tell_controller_exited(broker)
+                broker.start()
         elif kind == "pause":
             self._resume(target)
         elif kind == "controller":

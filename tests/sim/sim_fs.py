@@ -68,9 +68,11 @@ class SimFileSystem:
         self.files: dict[str, SimFile] = {}
         self.dirs: set[str] = {"/"}
         self.failing = False  # a failed disk: writes raise EIO
+        self.failures = 0  # writes refused so far (the daemon's LogDirHealth counts them too)
 
     def check_disk(self) -> None:
         if self.failing:
+            self.failures += 1
             raise OSError(errno.EIO, "Input/output error (a simulated disk failure)")
 
     # ---- the FileSystem protocol ----

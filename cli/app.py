@@ -38,6 +38,7 @@ from rlog.cli import (
 from rlog.cli.discovery import ENV_BOOTSTRAP, ENV_DATA_DIR, Settings, default_data_dir
 from rlog.cli.terminal import CliError, ColorMode, ExitCode, Terminal, one_line
 from rlog.cli.tui.command import tui
+from rlog.cli.verify.command import verify
 
 app = typer.Typer(
     name="rlog",
@@ -58,6 +59,7 @@ app.add_typer(bench.app, name="bench")
 app.add_typer(chaos.app, name="chaos")
 app.add_typer(config.app, name="config")
 app.command("events")(events.events)
+app.command("verify")(verify)
 app.command("man")(manpages.man)
 app.command("tui")(tui)
 

@@ -10,6 +10,7 @@ delay then none, a full or stalled disk then ok. At the end everything is healed
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -96,15 +97,18 @@ def run(
     steps: list[Step],
     apply: Callable[[dict[str, Any]], dict[str, Any]],
     report: Callable[[str], None],
+    stop: threading.Event | None = None,
 ) -> int:
     """Apply each step at its time; returns how many rlogd refused (they are reported, and the
-    schedule goes on: a killed broker may still be restarting when its pause comes)."""
+    schedule goes on: a killed broker may still be restarting when its pause comes). Setting
+    `stop` ends it early, leaving the healing to the caller."""
     refused = 0
     started = time.monotonic()
+    stop = stop or threading.Event()
     for step in steps:
         wait_s = step.at_s - (time.monotonic() - started)
-        if wait_s > 0:
-            time.sleep(wait_s)
+        if wait_s > 0 and stop.wait(wait_s):
+            break
         reply = apply(step.request)
         if reply.get("ok"):
             report(f"{step.describe()}: {reply.get('message', 'done')}")

@@ -35,6 +35,7 @@ class ExitCode(IntEnum):
     DELIVERY_FAILED = 7  # some produced records were not acknowledged
     DEGRADED = 8  # `cluster status`: rlogd runs but some brokers do not answer
     TIMEOUT = 9  # an operation did not finish before its deadline
+    INVALID = 10  # `rlog verify`: the history breaks what the run's settings promise
     INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT
 
 

@@ -105,7 +105,7 @@ def check(history: Sequence[Op], promises: Promises) -> Verdict:
         promises=promises,
         anomalies=anomalies,
         summary=summarize(facts, found[Anomaly.UNSEEN]),
-        notes=_notes(facts, found[Anomaly.UNSEEN]),
+        notes=_notes(facts, found[Anomaly.UNSEEN], found[Anomaly.LOST_WRITE]),
     )
 
 
@@ -134,15 +134,18 @@ def summarize(facts: Facts, unseen: Sequence[Finding]) -> Summary:
     )
 
 
-def _notes(facts: Facts, unseen: Sequence[Finding]) -> tuple[str, ...]:
+def _notes(facts: Facts, unseen: Sequence[Finding], lost: Sequence[Finding]) -> tuple[str, ...]:
     notes = []
-    for partition in sorted({f.partition for f in unseen if f.partition is not None}):
-        mine = [f for f in unseen if f.partition == partition]
+    lost_values = {f.value for f in lost}
+    unexplained = [f for f in unseen if f.value not in lost_values]  # lost-writes say why
+    for partition in sorted({f.partition for f in unexplained if f.partition is not None}):
+        mine = [f for f in unexplained if f.partition == partition]
         highest = facts.highest_read.get(partition)
         read_to = f"offset {highest[0]}" if highest is not None else "nothing"
         past = [f for f in mine if f.offset is None or highest is None or f.offset > highest[0]]
         notes.append(
-            f"p{partition}: {len(mine)} acknowledged writes never read ({len(past)} past the "
+            f"p{partition}: {len(mine)} acknowledged writes never read and not shown lost "
+            f"({len(past)} past the "
             f"highest offset read there, {read_to}). Not an error by itself if the final drain "
             "stopped early; one that reads to the log's end turns them into reads or lost-writes."
         )

@@ -148,8 +148,19 @@ def test_writes_past_the_drain_are_unseen_not_lost() -> None:
     assert verdict.anomalies[Anomaly.UNSEEN].allowed == "yes"
     assert verdict.summary.unseen == {0: 2}
     assert [f.value for f in findings(verdict, Anomaly.UNSEEN)] == [1, 2]
-    note = "p0: 2 acknowledged writes never read (2 past the highest offset read there, offset 0)"
+    note = "p0: 2 acknowledged writes never read and not shown lost (2 past the highest offset"
     assert note in verdict.notes[0]
+
+
+def test_the_unseen_note_leaves_out_writes_shown_lost() -> None:
+    h = H()
+    for value in range(3):
+        h.send("producer-0", 0, value, value)
+    h.poll("consumer-0", {0: [(0, 0), (2, 2)]})  # value 1 is lost, not merely unseen
+    verdict = check(h.ops, STRICT)
+    assert verdict.anomalies[Anomaly.UNSEEN].count == 1
+    assert verdict.anomalies[Anomaly.LOST_WRITE].count == 1
+    assert not any("never read" in note for note in verdict.notes)
 
 
 def test_a_write_past_the_end_offset_after_healing_is_lost() -> None:

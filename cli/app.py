@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -152,7 +152,61 @@ def root(
 
 def _usage_line(error: click_errors.UsageError) -> str:
     where = error.ctx.command_path if error.ctx is not None else "rlog"
-    return f"{one_line(error.format_message())} (see '{where} --help')"
+    # typer's choice checks go through pydantic-style validation that prefixes "Value error, "
+    message = one_line(error.format_message()).replace(": Value error, ", ": ")
+    return f"{message} (see '{where} --help')"
+
+
+# The root's options that a command does not repeat: given after the command (`rlog consume T
+# --timeout 5`), they are moved in front of it, where click looks for them.
+GLOBAL_VALUE_OPTIONS = frozenset({"--bootstrap", "-b", "--data-dir", "--timeout", "--color"})
+GLOBAL_FLAGS = frozenset({"--verbose", "-v"})
+
+
+def hoist_global_options(root: Any, args: list[str]) -> list[str]:
+    """`args` with the root options found after the command moved before it, unless the
+    command has an option of that name itself (`rlog bench consume --timeout` is its own)."""
+    command, i = root, 0
+    while i < len(args) and hasattr(command, "commands"):
+        token = args[i]
+        if token.startswith("-"):
+            name = token.split("=", 1)[0]
+            i += 2 if name in GLOBAL_VALUE_OPTIONS and "=" not in token else 1
+            continue
+        if token not in command.commands:
+            return args  # click will say what is wrong
+        command, i = command.commands[token], i + 1
+    if hasattr(command, "commands"):
+        return args
+    own: dict[str, bool] = {}  # the command's option names -> whether they take a value
+    for param in command.params:
+        for name in [*param.opts, *getattr(param, "secondary_opts", [])]:
+            own[name] = not getattr(param, "is_flag", False) and param.param_type_name == "option"
+    hoisted: list[str] = []
+    kept = args[:i]
+    rest = args[i:]
+    j = 0
+    while j < len(rest):
+        token = rest[j]
+        if token == "--":
+            kept += rest[j:]
+            break
+        name = token.split("=", 1)[0]
+        takes_value = "=" not in token
+        if name in own:
+            step = 2 if own[name] and takes_value else 1
+            kept += rest[j : j + step]
+        elif name in GLOBAL_FLAGS and takes_value:
+            hoisted.append(token)
+            step = 1
+        elif name in GLOBAL_VALUE_OPTIONS:
+            step = 2 if takes_value else 1
+            hoisted += rest[j : j + step]
+        else:
+            kept.append(token)
+            step = 1
+        j += step
+    return hoisted + kept
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -160,6 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = bench.expand_multi_value_flags(list(sys.argv[1:] if argv is None else argv))
     terminal = Terminal(color=ColorMode(os.environ.get("RLOG_COLOR", "auto").lower()))
     command = typer.main.get_command(app)
+    args = hoist_global_options(command, args)
     try:
         result = command.main(args=args, prog_name="rlog", standalone_mode=False)
     except CliError as error:

@@ -61,6 +61,7 @@ from rlog.cli.discovery import (
     check_reachable,
     client_config,
     close_quietly,
+    config_error,
     kafka_error,
     resolve_bootstrap,
     settings_of,
@@ -507,7 +508,7 @@ def _consumer(
     try:
         return Consumer(client_config(settings, address, config, role="consumer"))
     except (KafkaException, ValueError, TypeError) as exc:
-        raise CliError(f"bad consumer configuration: {exc}", ExitCode.USAGE) from None
+        raise config_error(exc, "consumer", parse_properties(properties or [])) from None
 
 
 def _run(
@@ -644,7 +645,7 @@ def _group_consumer(
     try:
         return Consumer(client_config(settings, address, config, role="consumer"))
     except (KafkaException, ValueError, TypeError) as exc:
-        raise CliError(f"bad consumer configuration: {exc}", ExitCode.USAGE) from None
+        raise config_error(exc, "consumer", parse_properties(properties or [])) from None
 
 
 def next_offsets(messages: Sequence[Message]) -> list[TopicPartition]:

@@ -15,6 +15,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import socket
 import struct
 import time
@@ -415,6 +416,32 @@ def client_config(
     }
     config.update(properties)
     return config
+
+
+LIBRDKAFKA_PROPERTIES = "https://github.com/confluentinc/librdkafka/blob/master/CONFIGURATION.md"
+_NO_SUCH_PROPERTY = re.compile(r'No such configuration property: "(?P<name>[^"]+)"')
+
+
+def config_error(exc: BaseException, role: str, properties: dict[str, str]) -> CliError:
+    """librdkafka refusing a client config, as one sentence naming the -X property at fault
+    (librdkafka names it by its own alias at times: acks is request.required.acks)."""
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        reason = exc.args[0].str().strip()
+    else:
+        reason = str(exc).strip()
+    unknown = _NO_SUCH_PROPERTY.search(reason)
+    if unknown is not None:
+        return CliError(
+            f"-X {unknown['name']}: librdkafka has no {role} property of that name "
+            f"(the properties it knows: {LIBRDKAFKA_PROPERTIES})",
+            ExitCode.USAGE,
+        )
+    named = [f"{k}={v}" for k, v in properties.items() if k in reason] or [
+        f"{k}={v}" for k, v in properties.items()
+    ]
+    flags = ", ".join(f"-X {pair}" for pair in named)
+    at_fault = f"{flags}: " if flags else ""
+    return CliError(f"{at_fault}librdkafka refuses this {role} setting: {reason}", ExitCode.USAGE)
 
 
 _UNREACHABLE_CODES = {

@@ -35,6 +35,7 @@ from rlog.cli.discovery import (
     DataDirOption,
     check_reachable,
     client_config,
+    config_error,
     kafka_error,
     resolve_bootstrap,
     settings_of,
@@ -44,6 +45,9 @@ from rlog.cli.signals import exits_on_sigterm
 from rlog.cli.terminal import CliError, ExitCode, Terminal, parse_properties
 
 ABORT_ON_INTERRUPT_S = 5.0  # how long Ctrl-C waits for the open transaction's abort
+# Written only by the brokers' coordinators; a Produce to them is refused with
+# INVALID_TOPIC_EXCEPTION, which librdkafka prints as "Broker: Invalid topic".
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 RETRY_BACKOFF_S = 0.1  # between tries of a transaction call that failed retriably
 
 
@@ -214,6 +218,12 @@ def produce(
         config["enable.idempotence"] = "true"
     config.update(parse_properties(properties or []))
     check_transaction_flags(config, acks, idempotent, transactional_id, txn_size, abort)
+    if topic in INTERNAL_TOPICS:
+        raise CliError(
+            f"'{topic}' is an internal topic: only the brokers write to it (Kafka refuses "
+            "clients' writes to it too)",
+            ExitCode.USAGE,
+        )
     headers = [(k, v.encode()) for k, v in parse_properties(header or [], flag="--header").items()]
     separator = unescape(key_separator).encode() if key_separator else None
 
@@ -225,7 +235,7 @@ def produce(
             client_config(settings, address, config, role="producer", on_error=client_errors)
         )
     except (KafkaException, ValueError, TypeError) as exc:
-        raise CliError(f"bad producer configuration: {exc}", ExitCode.USAGE) from None
+        raise config_error(exc, "producer", parse_properties(properties or [])) from None
     partitions = topic_partitions(producer, topic, bootstrap=address, timeout_s=settings.timeout_s)
     if partition is not None and partition not in partitions:
         raise CliError(

@@ -70,7 +70,7 @@ class _Sent:
     what: str
     deadline_ms: int
     acked_before: dict[int, int] = field(default_factory=dict)  # OffsetFetch: I9's floor
-    synced_before: int = -1  # JoinGroup: the generation floor
+    synced_before: int = -1  # SyncGroup: the generation floor when it was sent
     committed: dict[int, int] = field(default_factory=dict)  # OffsetCommit: what it carries
 
 
@@ -207,8 +207,7 @@ class GroupModel:
             "protocol_type": "consumer",
             "protocols": [{"name": "roundrobin", "metadata": client.name.encode()}],
         }
-        sent = self._send(client, "join", ApiKey.JOIN_GROUP, 5, body)
-        sent.synced_before = self.synced_generation
+        self._send(client, "join", ApiKey.JOIN_GROUP, 5, body)
 
     def _sync(self, client: GroupClient, joined: dict[str, Any]) -> None:
         assignments = []
@@ -228,7 +227,8 @@ class GroupModel:
             "group_instance_id": None,
             "assignments": assignments,
         }
-        self._send(client, "sync", ApiKey.SYNC_GROUP, 3, body)
+        sent = self._send(client, "sync", ApiKey.SYNC_GROUP, 3, body)
+        sent.synced_before = self.synced_generation
 
     def _fetch_offsets(self, client: GroupClient) -> None:
         body = {
@@ -310,18 +310,11 @@ class GroupModel:
         if error != ErrorCode.NONE:
             client.next_action_ms = self.sim.now_ms + RETRY_MS
             return
-        generation = body["generation_id"]
-        # Equal is fine: a known member rejoining a Stable group with the same subscription
-        # gets the current generation back without a rebalance, as in Kafka.
-        if generation < sent.synced_before:
-            from sim_cluster import InvariantViolation
-
-            raise InvariantViolation(
-                "group-generation-went-back",
-                f"{client.name} joined generation {generation} after generation "
-                f"{sent.synced_before} had synced: the group was treated as new",
-            )
-        client.generation = generation
+        # A JoinGroup answer may carry a generation below one already synced: a coordinator cut
+        # off from the controller still runs its stale copy of the group until it learns it
+        # lost the partition, as in Kafka. Only a SyncGroup makes a generation real (its answer
+        # waits for the group's record to be written), so the floor is checked there.
+        client.generation = body["generation_id"]
         self.rebalances += 1
         self._sync(client, body)
 
@@ -329,6 +322,16 @@ class GroupModel:
         if error != ErrorCode.NONE:
             client.assignment = None
             return
+        # Equal is fine: a known member rejoining a Stable group with the same subscription
+        # gets the current generation back without a rebalance, as in Kafka.
+        if client.generation < sent.synced_before:
+            from sim_cluster import InvariantViolation
+
+            raise InvariantViolation(
+                "group-generation-went-back",
+                f"{client.name} synced generation {client.generation} after generation "
+                f"{sent.synced_before} had synced: the group was treated as new",
+            )
         self.synced_generation = max(self.synced_generation, client.generation)
         text = bytes(body["assignment"] or b"").decode()
         client.assignment = [int(p) for p in text.split(",") if p]

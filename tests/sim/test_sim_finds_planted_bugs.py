@@ -13,6 +13,7 @@ from rlog.core.broker import fetch_sessions
 from rlog.core.broker.messages import Body
 from rlog.core.broker.produce import ProduceJob
 from rlog.core.groups import GroupCoordinator
+from rlog.core.groups.group import Group
 from rlog.core.producer_state import ProducerStateManager
 from rlog.core.replication import TruncationPlan
 from rlog.core.storage.log import Log
@@ -119,3 +120,16 @@ def test_transactional_offsets_kept_on_abort_are_found(monkeypatch: pytest.Monke
     found = first_failure()
     assert found is not None, "the planted bug went unnoticed"
     assert found.invariant == "txn-offsets", found.detail
+
+
+def test_a_coordinator_that_loads_groups_as_new_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planted: a new coordinator ignores the group's record and starts it at generation 0."""
+    from_record = Group.from_record.__func__  # type: ignore[attr-defined]
+
+    def forgetting(cls: type[Group], group_id: str, record: object, now: int) -> Group:
+        return from_record(cls, group_id, None, now)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(Group, "from_record", classmethod(forgetting))
+    found = first_failure()
+    assert found is not None, "the planted bug went unnoticed"
+    assert found.invariant == "group-generation-went-back", found.detail

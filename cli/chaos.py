@@ -59,12 +59,23 @@ def _apply(ctx: typer.Context, request: dict[str, Any], data_dir: Any, json_out:
 def kill(
     ctx: typer.Context,
     target: TargetArgument,
+    stay_down: Annotated[
+        bool,
+        typer.Option(
+            "--stay-down",
+            help="Keep it down whatever the restart policy, until rlog chaos restart TARGET.",
+        ),
+    ] = False,
     data_dir: DataDirOption = None,
     json_out: JsonOption = False,
 ) -> None:
     """SIGKILL the process, as a crash: the restart policy then applies (on-failure and always
-    restart it after the backoff)."""
-    _apply(ctx, {"op": "kill", "target": target}, data_dir, json_out)
+    restart it after the backoff), unless --stay-down keeps it down (state failed) until
+    rlog chaos restart TARGET starts it."""
+    request: dict[str, Any] = {"op": "kill", "target": target}
+    if stay_down:
+        request["stay_down"] = True
+    _apply(ctx, request, data_dir, json_out)
 
 
 @app.command(no_args_is_help=True)

@@ -501,9 +501,38 @@ def down(ctx: typer.Context, data_dir: DataDirOption = None) -> None:
         settings.terminal.note(f"The cluster in {data_dir} is not running; nothing to stop.")
 
 
+def _confirm_purge(terminal: Terminal, data_dir: Path) -> None:
+    """Ask on the terminal before deleting, as rpk does for destructive commands; without a
+    terminal to ask on, refuse (a script must say --yes)."""
+    if not sys.stdin.isatty():
+        raise CliError(
+            f"not deleting {data_dir} without a confirmation: stdin is not a terminal, so pass "
+            "--yes to purge",
+            ExitCode.USAGE,
+        )
+    stop = "stop the running cluster and " if running_cluster(data_dir) is not None else ""
+    terminal.stderr.write(
+        f"This will {stop}delete {data_dir} and everything in it: the brokers' logs (every "
+        "topic's records), the metadata log, the event journal and the process logs.\n"
+        "Delete it? [y/N] "
+    )
+    terminal.stderr.flush()
+    if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+        terminal.note(f"Nothing removed; {data_dir} is as it was.")
+        raise typer.Exit(int(ExitCode.FAILURE))
+
+
 @app.command()
-def purge(ctx: typer.Context, data_dir: DataDirOption = None) -> None:
-    """Stop the cluster if it runs, then delete its data directory."""
+def purge(
+    ctx: typer.Context,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Delete without asking (needed without a terminal).")
+    ] = False,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Stop the cluster if it runs, then delete its data directory: the brokers' logs, the
+    metadata log, the event journal and the process logs. Asks first on a terminal (y to
+    delete); --yes skips the question, and without a terminal on stdin it is required."""
     settings = settings_of(ctx).override(data_dir=data_dir)
     data_dir = settings.data_dir.resolve()
     if not data_dir.exists():
@@ -515,6 +544,8 @@ def purge(ctx: typer.Context, data_dir: DataDirOption = None) -> None:
             f"{data_dir} does not look like an rlog data dir (no {LAUNCH_FILE}); not removing it",
             ExitCode.FAILURE,
         )
+    if not yes:
+        _confirm_purge(settings.terminal, data_dir)
     _stop(settings, data_dir)
     shutil.rmtree(data_dir)
     settings.terminal.note(f"Removed {data_dir}.")

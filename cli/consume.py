@@ -258,7 +258,8 @@ _RENDERERS: dict[str, Render] = {
     "%d": lambda m: _text(m.timestamp()[1]),
     "%h": _headers,
     "%e": lambda m: _text(m.leader_epoch() if m.leader_epoch() is not None else -1),
-    "%K": lambda m: _text(len(m.key() or b"")),
+    # As kcat: -1 for a null key (an empty one is 0), while %k prints nothing for either.
+    "%K": lambda m: _text(-1 if m.key() is None else len(m.key())),
     "%S": lambda m: _text(len(m.value() or b"")),
     "%%": lambda m: b"%",
 }

@@ -47,6 +47,11 @@ app = typer.Typer(
 
 GroupArgument = Annotated[str, typer.Argument(help="Consumer group id.", show_default=False)]
 
+# A committed offset of -2 (Kafka's EARLIEST_TIMESTAMP, librdkafka's OFFSET_BEGINNING) is what
+# kafkajs's admin.resetOffsets({earliest: true}) stores: "start at the log start". OffsetFetch
+# answers it as it is, so describe shows the partition (other negative offsets mean no commit).
+EARLIEST = -2
+
 DESCRIBE_HEADERS = (
     "GROUP",
     "TOPIC",
@@ -175,22 +180,35 @@ def lag_rows(
     committed: dict[tuple[str, int], int | None],
     log_ends: dict[tuple[str, int], int | None],
     members: Iterable[MemberView],
+    log_starts: dict[tuple[str, int], int | None] | None = None,
 ) -> list[LagRow]:
     """kafka-consumer-groups.sh --describe: one row per partition with a committed offset or an
     owner, sorted by topic and partition. LAG = LOG-END-OFFSET - CURRENT-OFFSET; None ("-")
-    where a value is missing (no commit, no owner, an unknown log end)."""
+    where a value is missing (no commit, no owner, an unknown log end).
+
+    A committed -2 (EARLIEST) is a row whose CURRENT-OFFSET is "-", as kafka-consumer-groups.sh
+    shows it (Kafka's admin client turns any negative offset into "none"); its LAG is counted
+    from the log start (``log_starts``), where the group's next consumer will begin, so the
+    backlog it faces shows rather than "-"."""
     owners: dict[tuple[str, int], MemberView] = {}
     for member in members:
         for key in member.partitions:
             owners[key] = member
-    keys = {k for k, offset in committed.items() if offset is not None and offset >= 0}
+    keys = {
+        k
+        for k, offset in committed.items()
+        if offset is not None and (offset >= 0 or offset == EARLIEST)
+    }
     keys |= set(owners)
     rows = []
     for topic, partition in sorted(keys):
         current = committed.get((topic, partition))
+        end = log_ends.get((topic, partition))
+        lag_from = current
+        if current == EARLIEST:
+            lag_from = (log_starts or {}).get((topic, partition))
         if current is not None and current < 0:
             current = None
-        end = log_ends.get((topic, partition))
         owner = owners.get((topic, partition))
         rows.append(
             LagRow(
@@ -199,7 +217,7 @@ def lag_rows(
                 partition=partition,
                 current_offset=current,
                 log_end_offset=end,
-                lag=None if current is None or end is None else end - current,
+                lag=None if lag_from is None or lag_from < 0 or end is None else end - lag_from,
                 consumer_id=owner.consumer_id if owner else None,
                 host=owner.host if owner else None,
                 client_id=owner.client_id if owner else None,
@@ -575,7 +593,8 @@ def describe_group(admin: Admin, group: str) -> GroupView:
 def committed_offsets(
     admin: Admin, group: str, partitions: Sequence[tuple[str, int]] | None = None
 ) -> dict[tuple[str, int], int | None]:
-    """OffsetFetch: the group's committed offsets (all of them, or those partitions')."""
+    """OffsetFetch: the group's committed offsets (all of them, or those partitions'); None
+    where there is none, EARLIEST (-2) where that is what was committed."""
     wanted = [TopicPartition(t, p) for t, p in partitions] if partitions else None
     request = ConsumerGroupTopicPartitions(group, wanted)
     futures = admin.client.list_consumer_group_offsets([request], request_timeout=admin.timeout_s)
@@ -584,7 +603,8 @@ def committed_offsets(
     for tp in result.topic_partitions or []:
         if tp.error is not None:
             continue
-        offsets[(tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else None
+        offset = tp.offset
+        offsets[(tp.topic, tp.partition)] = offset if offset >= 0 or offset == EARLIEST else None
     return offsets
 
 
@@ -701,7 +721,9 @@ def describe(
 ) -> None:
     """Describe a consumer group as kafka-consumer-groups.sh --describe: per partition the
     committed offset (CURRENT-OFFSET), the high watermark (LOG-END-OFFSET), the LAG between
-    them and the member that owns it; "-" (null in JSON) where there is none.
+    them and the member that owns it; "-" (null in JSON) where there is none. A committed -2
+    (reset to earliest, as kafkajs stores it) shows CURRENT-OFFSET "-" and the LAG from the log
+    start offset.
 
     The group's state and member count go to stderr ("Consumer group 'G' has no active
     members." for a group without members). An unknown group is an error (exit 5)."""
@@ -714,7 +736,9 @@ def describe(
     log_ends = list_offsets(
         admin, {k for k, o in committed.items() if o is not None} | owned, OffsetSpec.latest()
     )
-    rows = lag_rows(group, committed, log_ends, view.members)
+    earliest = {k for k, o in committed.items() if o == EARLIEST}
+    log_starts = list_offsets(admin, earliest, OffsetSpec.earliest())
+    rows = lag_rows(group, committed, log_ends, view.members, log_starts)
     terminal = settings.terminal
     if json_out:
         terminal.json(describe_document(view, rows))
@@ -750,7 +774,10 @@ def _partition_offsets(
             f"{missing[0][1]} (is its leader down?)",
             ExitCode.FAILURE,
         )
-    committed = committed_offsets(admin, group, keys)
+    # A committed EARLIEST is no offset to shift from, as Kafka's admin client sees it.
+    committed = {
+        k: None if o == EARLIEST else o for k, o in committed_offsets(admin, group, keys).items()
+    }
     at_time: dict[tuple[str, int], int | None] = {}
     if spec.kind == "timestamp":
         at_time = list_offsets(admin, keys, OffsetSpec.for_timestamp(spec.value))

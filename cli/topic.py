@@ -44,8 +44,21 @@ app = typer.Typer(
 def create(
     ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="Topic name.", show_default=False)],
-    partitions: Annotated[int, typer.Option("--partitions", "-p", min=1)] = 1,
-    replication_factor: Annotated[int, typer.Option("--replication-factor", "-r", min=1)] = 1,
+    partitions: Annotated[
+        int,
+        typer.Option(
+            "--partitions", "-p", min=-1, help="Partitions; -1 for the brokers' num.partitions."
+        ),
+    ] = 1,
+    replication_factor: Annotated[
+        int,
+        typer.Option(
+            "--replication-factor",
+            "-r",
+            min=-1,
+            help="Replicas of each partition; -1 for the brokers' default.replication.factor.",
+        ),
+    ] = 1,
     config: Annotated[
         list[str] | None,
         typer.Option(
@@ -59,7 +72,14 @@ def create(
     data_dir: DataDirOption = None,
     properties: PropertyOption = None,
 ) -> None:
-    """Create a topic."""
+    """Create a topic. -1 for --partitions or --replication-factor leaves it to the brokers
+    (CreateTopics with -1, as kafka-topics.sh sends without the flag)."""
+    # 0 is neither a count nor "the brokers' default": refuse it here, in the flag's words.
+    for flag, value in (("--partitions", partitions), ("--replication-factor", replication_factor)):
+        if value == 0:
+            raise CliError(
+                f"{flag} must be at least 1, or -1 for the brokers' default", ExitCode.USAGE
+            )
     settings = settings_of(ctx).override(bootstrap, data_dir)
     configs = parse_properties(config or [], flag="--config")
     admin = open_admin(settings, properties)

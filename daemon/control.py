@@ -10,7 +10,9 @@ Each request line is a JSON object with an ``op``; each gets one reply line:
   second: ``cpu_percent``, ``rss_bytes``, ``open_files`` (descriptors) and ``psutil_status``
   (running, sleeping, stopped, zombie, ...); each None while the process is not running.
 * ``{"op": OP, "target": "broker-N" | "controller"}`` for OP in :data:`PROCESS_OPS` ->
-  ``{"ok": true, "op": OP, "target": ..., "message": "one line", ...}``
+  ``{"ok": true, "op": OP, "target": ..., "message": "one line", ...}``; a ``kill`` may add
+  ``"stay_down": true`` (the process stays down whatever the restart policy, until a
+  ``restart``)
 
 Any failure is ``{"ok": false, "error": "one clear line", "reason": R}`` where R is one of
 :data:`REASONS`. A bad request, an unknown op or target, or a bug in a handler is answered that
@@ -36,8 +38,9 @@ from rlog.daemon.data_dir import socket_path
 
 log = logging.getLogger("rlogd.control")
 
-# kill: SIGKILL, then the restart policy; terminate: SIGTERM (a clean exit); pause/resume:
-# SIGSTOP/SIGCONT; restart: stop (SIGTERM, SIGKILL after shutdown_timeout_ms) and start again.
+# kill: SIGKILL, then the restart policy (or, with "stay_down", down until a restart);
+# terminate: SIGTERM (a clean exit); pause/resume: SIGSTOP/SIGCONT; restart: stop (SIGTERM,
+# SIGKILL after shutdown_timeout_ms) and start again.
 PROCESS_OPS = ("kill", "terminate", "pause", "resume", "restart")
 # Network and disk chaos (rlog.daemon.chaos): {"op": "partition", "targets": [...], "clients":
 # bool}, {"op": "heal"}, {"op": "delay", "target": "broker-N", "ms": M}, {"op": "disk",
@@ -74,7 +77,7 @@ class Controlled(Protocol):
 
     def status_document(self) -> dict[str, Any]: ...
 
-    async def control(self, op: str, target: str) -> dict[str, Any]: ...
+    async def control(self, op: str, target: str, *, stay_down: bool = False) -> dict[str, Any]: ...
 
     async def chaos_request(self, op: str, request: dict[str, Any]) -> dict[str, Any]: ...
 
@@ -119,7 +122,12 @@ async def handle_request(target: Controlled, line: bytes) -> dict[str, Any]:
         name = request.get("target")
         if not isinstance(name, str) or not name:
             return _error(f"op {op!r} needs a 'target' (broker-N or controller)")
-        return {"ok": True, **(await target.control(op, name))}
+        stay_down = request.get("stay_down", False)
+        if not isinstance(stay_down, bool):
+            return _error("'stay_down' must be true or false")
+        if stay_down and op != "kill":
+            return _error(f"'stay_down' applies to kill only, not to {op!r}")
+        return {"ok": True, **(await target.control(op, name, stay_down=stay_down))}
     except ControlError as error:
         return _error(str(error), error.reason)
     except Exception as error:  # the API must never take rlogd down

@@ -32,14 +32,15 @@ from textual.widgets import (
 )
 
 from rlog.cli.tui import model
-from rlog.cli.tui.screens import ConfirmScreen, CreateTopicScreen
+from rlog.cli.tui.screens import KILL_STAY_DOWN, ConfirmScreen, CreateTopicScreen, KillScreen
 from rlog.cli.tui.snapshot import Snapshot
 from rlog.cli.tui.sources import EVENT_BACKLOG, ActionFailed, Actions
 
 Source = Callable[[], Snapshot]
 TABS = ("partitions", "groups", "rates", "events", "transactions")
-# Process ops that ask first: both take a broker away from the cluster.
-CONFIRM_OPS = {"kill": "Kill {} (SIGKILL)?", "restart": "Restart {} (stop, then start)?"}
+# Process ops that ask first: they take a broker away from the cluster. Kill asks with its own
+# dialog (KillScreen): restart by the policy, or stay down.
+CONFIRM_OPS = {"restart": "Restart {} (stop, then start)?"}
 MODAL_BLOCKED = {"process", "create_topic", "show_tab"}  # the app actions a dialog hides
 
 
@@ -211,7 +212,9 @@ class RlogTui(App[None]):
         if target is None:
             self._say(Text(f"{op}: no process selected (the cluster is not running?)", "red"))
             return
-        if op in CONFIRM_OPS:
+        if op == "kill":
+            self.push_screen(KillScreen(target), lambda how: self._kill(target, how))
+        elif op in CONFIRM_OPS:
             question = CONFIRM_OPS[op].format(target)
             self.push_screen(
                 ConfirmScreen(question), lambda yes: self._process(op, target) if yes else None
@@ -219,12 +222,16 @@ class RlogTui(App[None]):
         else:
             self._process(op, target)
 
-    def _process(self, op: str, target: str) -> None:
+    def _kill(self, target: str, how: str | None) -> None:
+        if how is not None:  # None: cancelled
+            self._process("kill", target, stay_down=how == KILL_STAY_DOWN)
+
+    def _process(self, op: str, target: str, *, stay_down: bool = False) -> None:
         if self.actions is None:
             return
         actions = self.actions
         self._say(Text(f"{op} {target}...", "yellow"))
-        self._act(lambda: actions.process(op, target))
+        self._act(lambda: actions.process(op, target, stay_down=stay_down))
 
     def action_create_topic(self) -> None:
         brokers = len(model.broker_ids(self.snapshot.processes)) if self.snapshot else 1
@@ -265,7 +272,8 @@ class RlogTui(App[None]):
 
     def action_help(self) -> None:
         self.notify(
-            "k kill, p pause, r resume, s restart the selected process; c create a topic; "
+            "k kill (then y: restarted by policy, d: stays down until s), p pause, r resume, "
+            "s restart the selected process; c create a topic; "
             "1-5 switch tabs; q quit. "
             + " ".join((model.MARKS_NOTE, model.LSO_NOTE, model.RATES_NOTE)),
             title="rlog tui",

@@ -32,7 +32,8 @@ def tui(
     says how after it: an arrow down and 2 when broker 2 left it, an arrow up when it came
     back. A yellow LEADER is a new one.
 
-    Keys: k kill, p pause, r resume, s restart the selected process; c create a topic; 1-5
+    Keys: k kill, p pause, r resume, s restart the selected process (k asks first: y kills it
+    as a crash the restart policy repairs, d keeps it down until s); c create a topic; 1-5
     switch tabs; ? help; q quit."""
     from rlog.cli.tui.app import RlogTui  # Textual loads only here
     from rlog.cli.tui.sources import ClusterActions, Collector

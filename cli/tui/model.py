@@ -362,29 +362,34 @@ def group_lag(committed: int | None, end: int | None) -> int | None:
 
 
 def group_rows(groups: Sequence[GroupInfo], partitions: Sequence[PartitionInfo]) -> list[Row]:
-    """One row per (group, committed partition); a group with no offsets gets one row. The lag
-    is the partition's high watermark (from the partitions source) minus the committed offset."""
+    """One row per (group, partition) it has an offset for or a member owns, as
+    ``rlog group describe`` lists them (an owned partition with no commit yet shows "-"); a
+    group with neither gets one row. The lag is the partition's high watermark (from the
+    partitions source) minus the committed offset."""
     ends = {(p.topic, p.partition): p.high_watermark for p in partitions}
     rows = []
     for group in sorted(groups, key=lambda g: g.group_id):
         owners = {tp: m.client_id or m.member_id for m in group.members for tp in m.assignment}
+        committed = {(c.topic, c.partition): c.offset for c in group.offsets}
         head = (Text(group.group_id), Text(group.state), Text(str(len(group.members))))
-        if not group.offsets:
+        keys = sorted(committed.keys() | owners.keys())
+        if not keys:
             rows.append((group.group_id, (*head, *(Text("-") for _ in range(6)))))
             continue
-        for c in sorted(group.offsets, key=lambda c: (c.topic, c.partition)):
-            end = ends.get((c.topic, c.partition))
-            behind = group_lag(c.offset, end)
+        for topic, partition in keys:
+            offset = committed.get((topic, partition))
+            end = ends.get((topic, partition))
+            behind = group_lag(offset, end)
             cells = (
                 *head,
-                Text(c.topic),
-                Text(str(c.partition)),
-                Text(dash(c.offset)),
+                Text(topic),
+                Text(str(partition)),
+                Text(dash(offset)),
                 Text(dash(end)),
                 Text(dash(behind), style="yellow" if behind else ""),
-                Text(owners.get((c.topic, c.partition), "-")),
+                Text(owners.get((topic, partition), "-")),
             )
-            rows.append((f"{group.group_id}/{c.topic}-{c.partition}", cells))
+            rows.append((f"{group.group_id}/{topic}-{partition}", cells))
     return rows
 
 

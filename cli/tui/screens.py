@@ -1,4 +1,5 @@
-"""The dashboard's modal screens: a yes/no confirmation and the create-topic form."""
+"""The dashboard's modal screens: a yes/no confirmation, how to kill a process, and the
+create-topic form."""
 
 from __future__ import annotations
 
@@ -40,6 +41,46 @@ class ConfirmScreen(ModalScreen[bool]):
     @on(Button.Pressed)
     def _pressed(self, event: Button.Pressed) -> None:
         self.dismiss(event.button.id == "yes")
+
+
+KILL_POLICY = "policy"  # KillScreen's answers: restart by the restart policy, or stay down
+KILL_STAY_DOWN = "stay-down"
+
+
+class KillScreen(ModalScreen[str | None]):
+    """Asks how to kill a process: ``y`` (or Enter on its button) as a crash the restart policy
+    repairs, ``d`` kept down until restarted (``rlog chaos kill --stay-down``); ``n`` or Escape
+    cancels (None)."""
+
+    BINDINGS = [
+        Binding("y", "answer('policy')", "Kill, restart by policy"),
+        Binding("d", "answer('stay-down')", "Kill, stay down"),
+        Binding("n,escape", "answer(None)", "Cancel"),
+    ]
+
+    def __init__(self, target: str) -> None:
+        super().__init__()
+        self.target = target
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(f"Kill {self.target} (SIGKILL)?", id="question")
+            yield Label("y: restarted as the restart policy says; d: down until s", id="how")
+            with Horizontal(classes="buttons"):
+                yield Button("Kill (y)", variant="error", id=KILL_POLICY)
+                yield Button("Stay down (d)", variant="error", id=KILL_STAY_DOWN)
+                yield Button("No (n)", id="no")
+
+    def on_mount(self) -> None:
+        self.query_one("#no", Button).focus()  # the safe answer by default
+
+    def action_answer(self, how: str | None) -> None:
+        self.dismiss(how)
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        pressed = event.button.id
+        self.dismiss(pressed if pressed in (KILL_POLICY, KILL_STAY_DOWN) else None)
 
 
 class CreateTopicScreen(ModalScreen[TopicRequest | None]):

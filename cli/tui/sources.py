@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -64,7 +64,7 @@ class ActionFailed(Exception):
 class Actions(Protocol):
     """What the keys do (the app's test hook replaces it)."""
 
-    def process(self, op: str, target: str) -> str: ...
+    def process(self, op: str, target: str, *, stay_down: bool = False) -> str: ...
 
     def create_topic(self, name: str, partitions: int, replication_factor: int) -> str: ...
 
@@ -204,11 +204,15 @@ class ClusterActions:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
 
-    def process(self, op: str, target: str) -> str:
+    def process(self, op: str, target: str, *, stay_down: bool = False) -> str:
+        """A process op as ``rlog chaos`` sends it; ``stay_down`` as ``kill --stay-down``."""
         slow = op in ("terminate", "restart")
         wait_s = SLOW_OP_TIMEOUT_S if slow else self.settings.timeout_s + QUICK_OP_EXTRA_S
+        request: dict[str, Any] = {"op": op, "target": target}
+        if stay_down:
+            request["stay_down"] = True
         try:
-            reply = control_request(self.settings, {"op": op, "target": target}, wait_s)
+            reply = control_request(self.settings, request, wait_s)
         except CliError as error:
             raise ActionFailed(f"{op} {target}: {error.message}") from None
         if not reply.get("ok"):

@@ -53,8 +53,8 @@ class Rlogd:
     def status_document(self) -> dict[str, Any]:
         return self.cluster.status_document()
 
-    async def control(self, op: str, target: str) -> dict[str, Any]:
-        return await self.process_control.apply(op, target)
+    async def control(self, op: str, target: str, *, stay_down: bool = False) -> dict[str, Any]:
+        return await self.process_control.apply(op, target, stay_down=stay_down)
 
     async def chaos_request(self, op: str, request: dict[str, Any]) -> dict[str, Any]:
         return await self.chaos.apply(op, request)

@@ -38,6 +38,8 @@ class SupervisedProcess:
     # Brought down by a control request: rlogd keeps running for a `restart` even if it stays down.
     by_request: bool = False
     restart_requested: bool = False
+    # Killed with --stay-down: parked whatever the restart policy, until a `restart` request.
+    stay_down: bool = False
     spawns: int = 0  # times started by this rlogd: the first is a start, later ones restarts
     previous_pid: int | None = None
     # A broker's current process, as it registers with the controller (a new one per start).

@@ -25,22 +25,30 @@ class ProcessControl:
         self.cluster = cluster
         self.supervisor = supervisor
 
-    async def apply(self, op: str, target: str) -> dict[str, Any]:
-        """Apply a control request (see rlog.daemon.control) to one process."""
+    async def apply(self, op: str, target: str, *, stay_down: bool = False) -> dict[str, Any]:
+        """Apply a control request (see rlog.daemon.control) to one process; ``stay_down``
+        (kill only) keeps it down whatever the restart policy, until a `restart`."""
         if self.cluster.stopping:
             raise ControlError("rlogd is shutting down")
         child = self.cluster.process(target)
         if op == "restart":
             message = await self._restart(child)
+        elif op == "kill":
+            message = await self._kill(child, self._running(child), stay_down)
         else:
             message = await self._signal(child, op)
         self.cluster.write_status()
         return {"op": op, "target": child.name, "message": message, **child.status()}
 
-    async def _signal(self, child: SupervisedProcess, op: str) -> str:
+    @staticmethod
+    def _running(child: SupervisedProcess) -> asyncio.subprocess.Process:
         process = child.process
         if process is None or process.returncode is not None:
             raise ControlError(f"{child.name} is not running (state {child.state})")
+        return process
+
+    async def _signal(self, child: SupervisedProcess, op: str) -> str:
+        process = self._running(child)
         pid = process.pid
         journal = self.cluster.journal
         if op == "pause":
@@ -59,23 +67,28 @@ class ProcessControl:
             message = f"resumed {child.name} (pid {pid}) with SIGCONT"
             journal.record("process_resumed", message, process=child.name, pid=pid)
             return message
-        if op == "kill":
-            return await self._kill(child, process)
         return await self._terminate(child, process)
 
-    async def _kill(self, child: SupervisedProcess, process: asyncio.subprocess.Process) -> str:
+    async def _kill(
+        self, child: SupervisedProcess, process: asyncio.subprocess.Process, stay_down: bool
+    ) -> str:
         child.by_request = True
+        child.stay_down = stay_down  # set before the signal: the supervisor reads it at the exit
         process.kill()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(process.wait(), KILL_WAIT_S)
         await asyncio.sleep(0)  # let the supervisor see the exit first
+        killed = f"killed {child.name} (pid {process.pid}) with SIGKILL"
+        if stay_down:
+            # The reply's state is the parked one, not the running it had a moment ago.
+            deadline = time.monotonic() + KILL_WAIT_S
+            while not child.parked and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            return f"{killed}; staying down until rlog chaos restart {child.name}"
         policy = self.cluster.config.cluster.restart_policy
         restarts = self.supervisor.should_restart(-signal.SIGKILL)
         after = "restarting it" if restarts else "leaving it down"
-        return (
-            f"killed {child.name} (pid {process.pid}) with SIGKILL; "
-            f"restart policy {policy}: {after}"
-        )
+        return f"{killed}; restart policy {policy}: {after}"
 
     async def _terminate(
         self, child: SupervisedProcess, process: asyncio.subprocess.Process

@@ -67,6 +67,9 @@ class Supervisor:
                 child.restart_requested = False
                 child.restarts += 1
                 continue
+            if child.stay_down:  # `kill --stay-down`: down until a `restart` request
+                await self._park(child, code)
+                continue
             if code == LOG_DIR_RECOVERED:  # its disk works again: a new process
                 child.restarts += 1  # recovers the log dir, whatever the policy
                 continue
@@ -155,6 +158,7 @@ class Supervisor:
         child.state = "starting"
         child.listening = False
         child.by_request = False
+        child.stay_down = False
         child.started_at = time.monotonic()
         child.started_at_ms = time.time_ns() // 1_000_000
         child.stats = ProcessStats.primed(child.process.pid)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from rlog.daemon import control
 from support.cluster import Cluster
 
 pytestmark = pytest.mark.integration
@@ -145,6 +146,71 @@ def test_never_policy_kill_keeps_rlogd_up_for_a_restart(cluster_factory) -> None
     assert cluster.process.poll() is None
     cluster.chaos("restart", "broker-1")
     cluster.wait_until_running(not_pid=victim)
+
+
+def test_kill_stay_down_keeps_a_process_down_whatever_the_policy(cluster_factory) -> None:
+    # "always" restarts any exit after a 100 ms backoff: only --stay-down keeps these down.
+    always = '[cluster]\nrestart_policy = "always"\nrestart_backoff_ms = 100\n'
+    cluster = cluster_factory(brokers=2, config_text=always)
+    data_dir = cluster.data_dir
+    ok_line(rlog(data_dir, "topic", "create", "orders", "-p", "1", "-r", "2"))
+    victim = cluster.broker_pid(2)
+    line = ok_line(rlog(data_dir, "chaos", "kill", "broker-2", "--stay-down"))
+    assert line == (
+        f"killed broker-2 (pid {victim}) with SIGKILL; "
+        "staying down until rlog chaos restart broker-2"
+    )
+    time.sleep(1)  # ten backoffs: the policy would have restarted it by now
+    down = broker(cluster, 2)
+    assert down["state"] == "failed" and down["pid"] is None and down["last_exit"] == -9
+    assert down["restarts"] == 0 and cluster.process.poll() is None
+    # cluster status: broker-2 failed and not answering (exit 8, DEGRADED).
+    status = rlog(data_dir, "cluster", "status", "--json")
+    assert status.code == 8, status.err
+    listed = {b["name"]: b for b in json.loads(status.out)["brokers"]}
+    assert listed["broker-2"]["state"] == "failed" and listed["broker-2"]["pid"] is None
+    assert listed["broker-1"]["state"] == "running"
+    # topic describe: its replica is down as rlogd says.
+    described = rlog(data_dir, "topic", "describe", "orders", "--json")
+    assert described.code == 0, described.err
+    (partition,) = json.loads(described.out)["partitions"]
+    assert partition["offline"] == {"2": "down"}, partition
+    # A plain kill of a process that is down is refused; restart starts it.
+    assert "not running" in error_line(rlog(data_dir, "chaos", "kill", "broker-2"), 1)
+    assert ok_line(rlog(data_dir, "chaos", "restart", "broker-2")).startswith(
+        "started broker-2 (pid "
+    )
+    cluster.wait_until_running()
+    assert broker(cluster, 2)["restarts"] == 1
+    # Once started again, a plain kill goes back to the policy.
+    restarted = cluster.broker_pid(2)
+    assert "restart policy always: restarting it" in ok_line(
+        rlog(data_dir, "chaos", "kill", "broker-2")
+    )
+    cluster.wait_until_running(not_pid=restarted)
+
+    # The controller too.
+    controller = cluster.controller_pid()
+    reply = rlog(data_dir, "chaos", "kill", "controller", "--stay-down", "--json")
+    assert reply.code == 0, reply.err
+    document = json.loads(reply.out)
+    assert document["state"] == "failed" and document["pid"] is None
+    time.sleep(1)
+    assert cluster.status()["controller"]["state"] == "failed"
+    cluster.chaos("restart", "controller")
+    cluster.wait_until_running(not_pid=controller)
+    assert cluster.status()["controller"]["restarts"] == 1
+
+
+def test_stay_down_is_refused_on_other_ops(cluster) -> None:
+    pause = {"op": "pause", "target": "broker-1", "stay_down": True}
+    reply = control.request(cluster.data_dir, pause, 10)
+    assert reply["ok"] is False and reply["reason"] == "bad-request", reply
+    assert "kill only" in reply["error"]
+    not_bool = {"op": "kill", "target": "broker-1", "stay_down": "yes"}
+    reply = control.request(cluster.data_dir, not_bool, 10)
+    assert reply["ok"] is False and reply["reason"] == "bad-request", reply
+    assert broker(cluster)["state"] == "running"
 
 
 def test_json_reply_and_one_line_errors(cluster) -> None:

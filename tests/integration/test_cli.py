@@ -10,7 +10,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pty
 import random
+import select
 import signal
 import subprocess
 import time
@@ -20,7 +22,15 @@ from pathlib import Path
 
 import pytest
 
-from support.cli_runner import COMMAND_TIMEOUT_S, Result, ok, one_line_error, rlog
+from support.cli_runner import (
+    COMMAND_TIMEOUT_S,
+    RLOG,
+    Result,
+    clean_env,
+    ok,
+    one_line_error,
+    rlog,
+)
 from support.cluster import free_base_port
 
 pytestmark = pytest.mark.integration
@@ -206,10 +216,71 @@ def test_up_prints_table_and_export(tmp_path: Path) -> None:
         with contextlib.suppress(OSError, ValueError, KeyError):
             pid = _rlogd_pid(data_dir)
         assert f"127.0.0.1:{base_port}" in ok(again).out
-        ok(rlog("cluster", "purge", data_dir=data_dir))
+        ok(rlog("cluster", "purge", "--yes", data_dir=data_dir))
         assert not data_dir.exists()
     finally:
         stop_cluster(data_dir, pid)
+
+
+def _purge_on_a_terminal(data_dir: Path, answer: bytes) -> tuple[int, str]:
+    """``rlog cluster purge`` with a pty as its terminal, answering its question with
+    ``answer``; (exit code, what it showed)."""
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen(
+        [*RLOG, "cluster", "purge"],
+        stdin=terminal,
+        stdout=terminal,
+        stderr=terminal,
+        env=clean_env(data_dir),
+        start_new_session=True,
+    )
+    os.close(terminal)
+    shown = b""
+    try:
+        deadline = time.monotonic() + 30
+        while b"[y/N]" not in shown and time.monotonic() < deadline:
+            ready, _, _ = select.select([controller], [], [], 0.1)
+            if ready:
+                shown += os.read(controller, 4096)
+        assert b"[y/N]" in shown, shown
+        os.write(controller, answer)
+        code = process.wait(timeout=COMMAND_TIMEOUT_S)
+        with contextlib.suppress(OSError):  # the rest of its output, up to its exit
+            while select.select([controller], [], [], 0.2)[0]:
+                chunk = os.read(controller, 4096)
+                if not chunk:
+                    break
+                shown += chunk
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        os.close(controller)
+    return code, shown.decode(errors="replace").replace("\r\n", "\n")
+
+
+def test_purge_asks_first_and_needs_yes_without_a_terminal(cluster_factory) -> None:
+    cluster = cluster_factory()
+    data_dir = cluster.data_dir.resolve()
+    # No terminal on stdin and no --yes: refused in one line, nothing touched.
+    one_line_error(
+        rlog("cluster", "purge", data_dir=data_dir), 2, "stdin is not a terminal", "--yes"
+    )
+    # On a terminal it asks, naming the data dir and what goes; anything but y keeps it all.
+    code, shown = _purge_on_a_terminal(data_dir, b"n\n")
+    assert code == 1, shown
+    assert f"stop the running cluster and delete {data_dir}" in shown, shown
+    assert "the brokers' logs" in shown and "Nothing removed" in shown, shown
+    assert data_dir.exists() and cluster.process.poll() is None
+    code, shown = _purge_on_a_terminal(data_dir, b"y\n")
+    assert code == 0 and f"Removed {data_dir}." in shown, shown
+    assert not data_dir.exists()
+    assert cluster.process.wait(timeout=30) == 0  # stopped cleanly first
+    # --yes (or -y) asks nothing: a data dir left by a stopped cluster goes at once.
+    data_dir.mkdir()
+    (data_dir / "cluster.json").write_text("{}")
+    assert f"Removed {data_dir}." in ok(rlog("cluster", "purge", "-y", data_dir=data_dir)).err
+    assert not data_dir.exists()
 
 
 # -- topics -------------------------------------------------------------------------------
@@ -259,6 +330,42 @@ def test_topic_create_list_describe_delete(cluster: Cluster) -> None:
     one_line_error(cluster.run("topic", "delete", name), 5, "unknown topic")
 
 
+BROKER_DEFAULTS = """
+[broker]
+"num.partitions" = 3
+"default.replication.factor" = 2
+"""
+
+
+def test_topic_create_minus_one_is_the_brokers_default(cluster_factory) -> None:
+    cluster = cluster_factory(brokers=2, config_text=BROKER_DEFAULTS)
+
+    def create(name: str, *flags: str) -> None:
+        created = ok(rlog("topic", "create", name, *flags, data_dir=cluster.data_dir))
+        assert created.out.strip() == f"Created topic {name}."
+
+    def shape(name: str) -> tuple[int, set[int]]:
+        document = json.loads(
+            ok(rlog("topic", "describe", name, "--json", data_dir=cluster.data_dir)).out
+        )
+        partitions = document["partitions"]
+        return len(partitions), {len(p["replicas"]) for p in partitions}
+
+    create("defaults", "--partitions", "-1", "--replication-factor", "-1")
+    assert shape("defaults") == (3, {2})  # num.partitions, default.replication.factor
+    create("some-defaults", "-p", "2", "-r", "-1")
+    assert shape("some-defaults") == (2, {2})
+    create("other-defaults", "-p", "-1", "-r", "1")
+    assert shape("other-defaults") == (3, {1})
+    for flag in ("--partitions", "--replication-factor"):
+        one_line_error(
+            rlog("topic", "create", "zero", flag, "0", data_dir=cluster.data_dir),
+            2,
+            flag,
+            "-1 for the brokers' default",
+        )
+
+
 def test_describe_missing_topic_is_one_line(cluster: Cluster) -> None:
     name = new_topic("nope")
     one_line_error(cluster.run("topic", "describe", name), 5, f"unknown topic '{name}'")
@@ -294,6 +401,9 @@ def test_consume_format_tokens_and_json(cluster: Cluster) -> None:
     ok(cluster.run("produce", name, "-K", r"\t", "-H", "h=1", stdin="k\tv\nnokey\n"))
     got = ok(cluster.run("consume", name, "-o", "start", "-e", "-f", r"%t|%p|%o|%k|%s|%h\n"))
     assert got.out.splitlines() == [f"{name}|0|0|k|v|h=1", f"{name}|0|1||nokey|h=1"]
+    # As kcat: %K is the key's length, -1 for a null key; %k of a null key prints nothing.
+    lengths = ok(cluster.run("consume", name, "-o", "start", "-e", "-f", r"%K|%k|%S\n"))
+    assert lengths.out.splitlines() == ["1|k|1", "-1||5"]
     as_json = ok(cluster.run("consume", name, "-o", "start", "-e", "--json"))
     records = [json.loads(line) for line in as_json.out.splitlines()]
     assert [list(r) for r in records] == [

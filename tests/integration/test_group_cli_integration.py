@@ -21,8 +21,10 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from rlog.core.protocol.apis import SUPPORTED, ApiKey
+from rlog.core.protocol.connection import ClientConnection
 from support.cli_runner import COMMAND_TIMEOUT_S, RLOG, Result, clean_env, ok, one_line_error, rlog
 from support.cluster import Cluster
+from support.raw_wire import request
 
 pytestmark = [
     pytest.mark.integration,
@@ -221,6 +223,58 @@ def test_reset_offsets(cluster: Cluster) -> None:
     # As kafka-consumer-groups.sh: a reset creates a group that does not exist yet.
     ok(run(cluster, "group", "reset-offsets", fresh, "-t", topic, "--to-offset", "8", "--execute"))
     assert consume_values(cluster, topic, "-g", fresh, "-e") == [8, 9]
+
+
+def commit_raw(cluster: Cluster, group: str, topic: str, offsets: dict[int, int]) -> None:
+    """OffsetCommit v7 without a member, as kafkajs's admin.resetOffsets sends it: its
+    ``earliest`` commits -2 as the offset (no client here commits a negative offset)."""
+    partitions = [
+        {
+            "partition_index": partition,
+            "committed_offset": offset,
+            "committed_leader_epoch": -1,
+            "committed_metadata": "",
+        }
+        for partition, offset in offsets.items()
+    ]
+    body = {
+        "group_id": group,
+        "generation_id_or_member_epoch": -1,
+        "member_id": "",
+        "group_instance_id": None,
+        "retention_time_ms": -1,
+        "topics": [{"name": topic, "partitions": partitions}],
+    }
+    answer = request(ClientConnection(), ("127.0.0.1", cluster.base_port), ApiKey.OFFSET_COMMIT,
+                     7, body).body  # fmt: skip
+    errors = [p["error_code"] for t in answer["topics"] for p in t["partitions"]]
+    assert errors == [0] * len(offsets), answer
+
+
+def test_describe_shows_an_offset_reset_to_earliest_as_kafkajs_commits_it(
+    cluster: Cluster,
+) -> None:
+    topic = topic_with(cluster, 10, partitions=2)  # 5 records in each partition
+    group = new_name("g")
+    # A real commit first: the coordinator is found and loaded (the cluster has one broker).
+    consume_values(cluster, topic, "-g", group, "-o", "start", "-e")
+    assert current_offsets(cluster, group) == {0: 5, 1: 5}
+    commit_raw(cluster, group, topic, {0: -2, 1: 3})
+
+    rows = describe(cluster, group)["partitions"]
+    # CURRENT-OFFSET "-" as kafka-consumer-groups.sh shows it; the lag from the log start (0).
+    assert [(r["partition"], r["current_offset"], r["log_end_offset"], r["lag"]) for r in rows] == [
+        (0, None, 5, 5),
+        (1, 3, 5, 2),
+    ]
+    text = ok(run(cluster, "group", "describe", group)).out.splitlines()
+    assert [line.split() for line in text[1:]] == [
+        [group, topic, "0", "-", "5", "5", "-", "-", "-"],
+        [group, topic, "1", "3", "5", "2", "-", "-", "-"],
+    ]
+    # The next member starts partition 0 (0, 2, .., 8) at the log start, as the -2 asks, and
+    # partition 1 (1, 3, .., 9) at offset 3.
+    assert sorted(consume_values(cluster, topic, "-g", group, "-e")) == [0, 2, 4, 6, 7, 8, 9]
 
 
 def test_ctrl_c_leaves_the_group_and_commits_what_was_printed(cluster: Cluster) -> None:

@@ -31,7 +31,7 @@ from rlog.cli.discovery import Settings
 from rlog.cli.terminal import ColorMode, Terminal
 from rlog.cli.tui import model
 from rlog.cli.tui.app import RlogTui
-from rlog.cli.tui.screens import CreateTopicScreen
+from rlog.cli.tui.screens import CreateTopicScreen, KillScreen
 from rlog.cli.tui.snapshot import (
     BrokerTraffic,
     CommittedOffset,
@@ -256,6 +256,72 @@ def test_kill_shows_the_exit_and_the_replica_out_of_sync(cluster_factory: Cluste
 
 
 @pytest.mark.integration
+def test_kill_asks_whether_the_broker_stays_down(cluster_factory: ClusterFactory) -> None:
+    # "always" restarts any exit after 200 ms: only d (stay down) keeps the broker down.
+    always = CONFIG.replace("[cluster]\n", '[cluster]\nrestart_policy = "always"\n', 1)
+    cluster = cluster_factory(brokers=2, config_text=always)
+    app, collector = live_app(settings_for(cluster))
+
+    def state() -> str:
+        return cell(app, "#brokers", "broker-2", "STATE")
+
+    async def body() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, "broker-2 running", lambda: state() == "running")
+            await select_process(pilot, app, "broker-2")
+            old_pid = cell(app, "#brokers", "broker-2", "PID")
+            await pilot.press("k")  # the dialog asks which; n cancels
+            await pilot.pause()
+            assert isinstance(app.screen, KillScreen)
+            await pilot.press("n")
+            await pilot.pause()
+            assert app.screen is app.screen_stack[0] and "kill" not in status(app)
+            await pilot.press("k")
+            await pilot.pause()
+            await pilot.press("d")  # stay down
+            await wait_for(
+                pilot,
+                "broker-2 failed with no pid",
+                lambda: state() == "failed" and cell(app, "#brokers", "broker-2", "PID") == "-",
+            )
+            assert "staying down until rlog chaos restart broker-2" in status(app)
+            await pilot.pause(1.5)  # many backoffs: the policy would have restarted it
+            assert state() == "failed" and cluster.status()["brokers"][1]["pid"] is None
+            await pilot.press("s")  # restart starts it
+            await pilot.pause()
+            await pilot.press("y")
+            await wait_for(
+                pilot,
+                "broker-2 running with a new pid",
+                lambda: (
+                    state() == "running"
+                    and cell(app, "#brokers", "broker-2", "PID") not in {old_pid, "-"}
+                ),
+            )
+            # y kills as a crash: the policy restarts it.
+            running_pid = cell(app, "#brokers", "broker-2", "PID")
+            await pilot.press("k")
+            await pilot.pause()
+            await pilot.press("y")
+            await wait_for(
+                pilot, "the kill answered", lambda: "restart policy always" in status(app)
+            )
+            await wait_for(
+                pilot,
+                "broker-2 restarted by the policy",
+                lambda: (
+                    state() == "running"
+                    and cell(app, "#brokers", "broker-2", "PID") not in {running_pid, "-"}
+                ),
+            )
+
+    try:
+        run(body, timeout_s=90)
+    finally:
+        collector.close()
+
+
+@pytest.mark.integration
 def test_pause_resume_and_restart_keys(cluster_factory: ClusterFactory) -> None:
     cluster = cluster_factory(brokers=3, config_text=CONFIG)
     app, collector = live_app(settings_for(cluster))
@@ -400,7 +466,9 @@ GROUP_APIS = ApiKey.FIND_COORDINATOR in SUPPORTED and ApiKey.LIST_GROUPS in SUPP
 def test_a_real_consumer_group_shows_with_its_lag(cluster_factory: ClusterFactory) -> None:
     cluster = cluster_factory(brokers=1)
     settings = settings_for(cluster)
-    ClusterActions(settings).create_topic("events", 1, 1)
+    # Two partitions, records in the first only: the member owns both and commits only the
+    # first, so the second shows as the CLI shows it, owned with no commit yet.
+    ClusterActions(settings).create_topic("events", 2, 1)
     producer = Producer({"bootstrap.servers": cluster.bootstrap})
     for i in range(10):
         producer.produce("events", value=b"%d" % i, partition=0)
@@ -441,6 +509,11 @@ def test_a_real_consumer_group_shows_with_its_lag(cluster_factory: ClusterFactor
                     ),
                 )
                 assert cell(app, "#group-table", row, "OWNER") == "tui-test-consumer"
+                owned = "tui-group/events-1"
+                assert [
+                    cell(app, "#group-table", owned, column)
+                    for column in ("COMMITTED", "END", "LAG", "OWNER")
+                ] == ["-", "0", "-", "tui-test-consumer"]
 
         run(body)
     finally:
@@ -778,7 +851,7 @@ def test_every_panel_is_usable_at_80x24(utc: None) -> None:
 
 def test_keys_without_a_selection_or_with_a_failing_action_do_not_crash(utc: None) -> None:
     class Refusing:
-        def process(self, op: str, target: str) -> str:
+        def process(self, op: str, target: str, *, stay_down: bool = False) -> str:
             raise ActionFailed(f"{op} {target}: refused by rlogd")
 
         def create_topic(self, name: str, partitions: int, replication_factor: int) -> str:
@@ -850,6 +923,10 @@ def test_snapshot_events(snap_compare: SnapCompare, utc: None) -> None:
 
 def test_snapshot_create_topic_form(snap_compare: SnapCompare, utc: None) -> None:
     assert snap_compare(fixed_app(), press=["c"], terminal_size=SIZE, run_before=show_fixed)
+
+
+def test_snapshot_kill_dialog(snap_compare: SnapCompare, utc: None) -> None:
+    assert snap_compare(fixed_app(), press=["k"], terminal_size=SIZE, run_before=show_fixed)
 
 
 def test_snapshot_rates(snap_compare: SnapCompare, utc: None) -> None:

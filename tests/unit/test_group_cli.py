@@ -183,6 +183,16 @@ def test_lag_rows_union_of_commits_and_assignments() -> None:
     assert len(DESCRIBE_HEADERS) == len(rows[0].cells())
 
 
+def test_a_committed_earliest_is_a_row_lagging_from_the_log_start() -> None:
+    committed = {("t", 0): -2, ("t", 1): -2, ("t", 2): -1}
+    log_ends = {("t", 0): 10, ("t", 1): 4}
+    rows = lag_rows("g", committed, log_ends, [], {("t", 0): 3, ("t", 1): None})
+    assert [r.cells() for r in rows] == [
+        ("g", "t", 0, None, 10, 7, None, None, None),
+        ("g", "t", 1, None, 4, None, None, None, None),  # log start unknown: no lag
+    ]
+
+
 def test_members_without_partitions_get_a_row_of_dashes() -> None:
     idle = MemberView("rlog-consumer-9f", "rlog-consumer", "/10.0.0.2")
     assert idle_member_rows("g", [MEMBER, idle]) == [

@@ -217,6 +217,16 @@ def test_group_rows_lag_from_the_partitions_high_watermark() -> None:
     assert plain(rows[2])[5:] == ["-", "-", "-", "-"]
 
 
+def test_group_rows_show_owned_partitions_with_no_commit_yet() -> None:
+    member = GroupMember("m-1", "billing-app", "/127.0.0.1", (("orders", 2), ("orders", 0)))
+    groups = [GroupInfo("billing", "stable", (member,), (CommittedOffset("orders", 0, 7),))]
+    parts = [partition(number=0, hw=10), partition(number=2, hw=30)]
+    rows = model.group_rows(groups, parts)
+    assert [key for key, _ in rows] == ["billing/orders-0", "billing/orders-2"]
+    assert plain(rows[0])[3:] == ["orders", "0", "7", "10", "3", "billing-app"]
+    assert plain(rows[1])[3:] == ["orders", "2", "-", "30", "-", "billing-app"]
+
+
 def test_groups_message_says_no_consumer_groups_rather_than_an_error() -> None:
     assert model.groups_message(Snapshot(0.0)) == "no consumer groups"
     note = "no consumer groups (the brokers do not serve the group APIs)"

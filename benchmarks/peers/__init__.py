@@ -1,0 +1,1 @@
+"""Fetch, start and measure the systems benchmarks/peers.py compares rlog with."""

@@ -260,7 +260,7 @@ _RENDERERS: dict[str, Render] = {
     "%e": lambda m: _text(m.leader_epoch() if m.leader_epoch() is not None else -1),
     # As kcat: -1 for a null key (an empty one is 0), while %k prints nothing for either.
     "%K": lambda m: _text(-1 if m.key() is None else len(m.key())),
-    "%S": lambda m: _text(len(m.value() or b"")),
+    "%S": lambda m: _text(-1 if m.value() is None else len(m.value())),  # kcat: -1 if null
     "%%": lambda m: b"%",
 }
 

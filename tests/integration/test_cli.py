@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 
 from support.cli_runner import (
     COMMAND_TIMEOUT_S,
@@ -413,6 +414,14 @@ def test_consume_format_tokens_and_json(cluster: Cluster) -> None:
     assert records[1]["key"] is None and records[1]["offset"] == 1
     assert records[0]["headers"] == [{"key": "h", "value": "1"}]
     assert records[0]["timestamp"] > 1_600_000_000_000
+    # ... and %S is -1 for a null value (a tombstone), 0 for an empty one
+    producer = Producer({"bootstrap.servers": cluster.bootstrap})
+    producer.produce(name, key=b"gone", value=None)
+    producer.produce(name, key=b"blank", value=b"")
+    assert producer.flush(10) == 0
+    lengths = ok(cluster.run("consume", name, "-o", "2", "-e", "-f", r"%k=%S\n"))
+    assert lengths.out.splitlines() == ["gone=-1", "blank=0"]
+    del producer  # before the cluster stops, or it logs its reconnects
 
 
 def test_consume_offsets_and_max_messages(cluster: Cluster) -> None:

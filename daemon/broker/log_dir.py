@@ -5,13 +5,15 @@ through the broker's file system (faults.py), which reports to `LogDirHealth`. T
 that fails with an error of the device (EIO, ENOSPC, EROFS, EDQUOT), or that takes longer than
 its bound (`SLOW_CALL_S` for a write, `SLOW_FSYNC_S` for an fsync), marks the dir failed. The
 time is measured around the call here because the event loop is blocked while it runs: a broker
-on a hung disk answers nothing, so it must stop leading. The driver then steps `LogDirFailed`
-into the core (core_driver.py) and `LogDirRecovery` takes over: the broker asks the controller
-to fence it (its leaderships and ISR places move to in-sync replicas), the log cleaner stops,
-and the disk is probed every `PROBE_INTERVAL_S` through the same file system. Kafka needs a
-restart to bring a failed dir back, and so does rlog: once a probe works the broker stops and
-exits with LOG_DIR_RECOVERED, which rlogd restarts at once; the new process recovers the logs as
-after a crash.
+on a hung disk answers nothing, so it must stop leading. Time the thread spent runnable but
+waiting for a CPU (the kernel's schedstat) is left out: on a machine loaded far beyond its
+cores a quick write can take seconds of wall time, and that is no fault of the disk. The
+driver then steps `LogDirFailed` into the core (core_driver.py) and `LogDirRecovery` takes
+over: the broker asks the controller to fence it (its leaderships and ISR places move to
+in-sync replicas), the log cleaner stops, and the disk is probed every `PROBE_INTERVAL_S`
+through the same file system. Kafka needs a restart to bring a failed dir back, and so does
+rlog: once a probe works the broker stops and exits with LOG_DIR_RECOVERED, which rlogd restarts
+at once; the new process recovers the logs as after a crash.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import errno
 import logging
 import os
 import signal
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from types import FrameType
@@ -44,10 +47,35 @@ PROBE_FILE = ".rlog-log-dir-probe"  # written, fsynced and removed by each probe
 DEVICE_ERRNOS = frozenset({errno.EIO, errno.ENOSPC, errno.EROFS, errno.EDQUOT})
 
 
+class RunQueueClock:
+    """Seconds the calling thread has spent runnable but not running (the second field of
+    /proc/thread-self/schedstat), read with one pread on a file kept open per thread; always 0
+    where the kernel does not keep it."""
+
+    def __init__(self) -> None:
+        self._files = threading.local()
+
+    def __call__(self) -> float:
+        fd = getattr(self._files, "fd", None)
+        if fd is None:
+            try:
+                fd = os.open(f"/proc/self/task/{threading.get_native_id()}/schedstat", os.O_RDONLY)
+            except OSError:
+                fd = -1
+            self._files.fd = fd
+        if fd < 0:
+            return 0.0
+        try:
+            return int(os.pread(fd, 64, 0).split()[1]) / 1e9
+        except (OSError, IndexError, ValueError):
+            return 0.0
+
+
 class LogDirHealth:
     """Watches storage calls; `failure` says why the dir failed (the first reason), or None."""
 
-    def __init__(self) -> None:
+    def __init__(self, run_queue_s: Callable[[], float] | None = None) -> None:
+        self._run_queue_s = run_queue_s or RunQueueClock()
         self.failure: str | None = None
         # Once the dir failed, writes fail at once (a stalled disk blocks the event loop for one
         # call, not for every call left in the same Ready), except the recovery's probes.
@@ -70,7 +98,7 @@ class LogDirHealth:
         KAFKA_STORAGE_ERROR as before)."""
         if self.failure is not None and not self.probing:
             raise OSError(errno.EIO, f"log dir offline ({self.failure})", path)
-        resumes, started = self._resumes, time.monotonic()
+        resumes, started, queued = self._resumes, time.monotonic(), self._run_queue_s()
         try:
             yield
         except OSError as error:
@@ -78,14 +106,28 @@ class LogDirHealth:
                 self.fail(f"{what} {path} failed: {error.strerror or error}")
             raise
         took_s = time.monotonic() - started
-        self._check_time(what, path, took_s, resumes, SLOW_CALL_S if limit_s is None else limit_s)
+        limit = SLOW_CALL_S if limit_s is None else limit_s
+        if took_s > limit:  # rare: only then is the run queue read a second time
+            self._check_time(what, path, took_s, resumes, limit, queued)
 
     def _check_time(
-        self, what: str, path: str, took_s: float, resumes: int, limit_s: float
+        self, what: str, path: str, took_s: float, resumes: int, limit_s: float, queued: float
     ) -> None:
         # A call (not inline code), so a pending SIGCONT handler has run before the comparison.
-        if took_s > limit_s and resumes == self._resumes:
+        if resumes != self._resumes:
+            return  # stopped during the call (rlog chaos pause)
+        waited_s = self._run_queue_s() - queued
+        if took_s - waited_s > limit_s:
             self.fail(f"{what} {path} took {took_s:.1f} s (more than {limit_s:g} s)")
+        else:
+            log.warning(
+                "%s %s took %.1f s, %.1f s of it waiting for a CPU: the machine is overloaded, "
+                "the disk is not at fault",
+                what,
+                path,
+                took_s,
+                waited_s,
+            )
 
     def fail(self, reason: str) -> None:
         if self.failure is None:

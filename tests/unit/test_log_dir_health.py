@@ -62,6 +62,31 @@ def test_a_slow_call_fails_the_dir_unless_the_process_was_paused(health: LogDirH
 
 
 @pytest.mark.usefixtures("fast")
+def test_a_call_slow_only_for_want_of_a_cpu_does_not_fail_the_dir() -> None:
+    """On a machine loaded beyond its cores a quick write can take seconds of wall time: the
+    time the thread waited in the run queue is not the disk's."""
+    waited = [0.0]
+    health = LogDirHealth(run_queue_s=lambda: waited[0])
+    with health.watch("append to", "/x/0.log"):
+        time.sleep(0.1)
+        waited[0] += 0.09  # of 0.1 s, 0.09 s runnable but not running
+    assert health.failure is None
+    with health.watch("append to", "/x/0.log"):
+        time.sleep(0.1)
+        waited[0] += 0.01  # mostly blocked in the call itself: the disk
+    assert health.failure is not None and "append to /x/0.log took 0.1 s" in health.failure
+
+
+def test_the_run_queue_clock_reads_this_threads_wait() -> None:
+    clock = log_dir.RunQueueClock()
+    first = clock()
+    deadline = time.monotonic() + 0.05
+    while time.monotonic() < deadline:  # run a little: the wait can only grow
+        pass
+    assert 0.0 <= first <= clock()
+
+
+@pytest.mark.usefixtures("fast")
 def test_a_probe_finds_a_full_a_stalled_and_a_working_disk(tmp_path: Path) -> None:
     fs = ChaosFileSystem()
     fs.health.probing = True  # as LogDirRecovery does: the first failure stops other writes

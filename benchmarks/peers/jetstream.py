@@ -21,11 +21,12 @@ from .workload import (
     RECORD_SIZE,
     STAMP,
     Settings,
-    _summary,
     cpu_per_100k,
     latency_of,
     percentiles,
+    run_phase,
     run_workers,
+    throughput,
 )
 
 STREAM = "PEERS"
@@ -232,25 +233,13 @@ def measure(cluster: Cluster, settings: Settings, rf: int, log: Callable[[str], 
     result: dict[str, Any] = {}
 
     def phase(name: str, body: Callable[[], dict[str, Any]]) -> None:
-        started = time.monotonic()
-        try:
-            result[name] = body()
-        except Exception as exc:
-            result[name] = {"error": f"{type(exc).__name__}: {exc}"}
-        log(f"  {name}: {_summary(result[name])} ({time.monotonic() - started:.1f} s)")
+        run_phase(result, name, body, log)
 
     def batched() -> dict[str, Any]:
         share = s.records // s.producers
         args = [("batched", (servers, "peers.batch", share)) for _ in range(s.producers)]
         runs, cpu, _wall = run_workers(_worker, args, cluster, timeout_s=600)
-        total = share * s.producers
-        wall = max(r["t1"] for r in runs) - min(r["t0"] for r in runs)
-        return {
-            "records_per_sec": total / wall,
-            "records": total,
-            "errors": sum(r["errors"] for r in runs),
-            "cpu_per_100k_s": cpu_per_100k(cpu, total),
-        }
+        return throughput(runs, share * s.producers, cpu)
 
     def one_at_a_time() -> dict[str, Any]:
         return asyncio.run(_one_at_a_time(cluster, "peers.one", s.one_at_a_time))

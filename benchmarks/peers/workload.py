@@ -300,6 +300,32 @@ def create_topics(bootstrap: str, names: list[str], partitions: int, rf: int) ->
     raise RuntimeError(f"topics {names} have no leaders after 60 s")
 
 
+def run_phase(
+    result: dict[str, Any],
+    name: str,
+    body: Callable[[], dict[str, Any]],
+    log: Callable[[str], None],
+) -> None:
+    """Run one measurement into `result[name]`; a failure is recorded there and the run goes on."""
+    started = time.monotonic()
+    try:
+        result[name] = body()
+    except Exception as exc:
+        result[name] = {"error": f"{type(exc).__name__}: {exc}"}
+    log(f"  {name}: {_summary(result[name])} ({time.monotonic() - started:.1f} s)")
+
+
+def throughput(runs: Sequence[dict[str, Any]], total: int, cpu_s: float) -> dict[str, Any]:
+    """The batched phase's figures from its producer processes' start and end times."""
+    wall = max(r["t1"] for r in runs) - min(r["t0"] for r in runs)
+    return {
+        "records_per_sec": total / wall,
+        "records": total,
+        "errors": sum(r["errors"] for r in runs),
+        "cpu_per_100k_s": cpu_per_100k(cpu_s, total),
+    }
+
+
 def measure(cluster: Cluster, settings: Settings, rf: int, log: Callable[[str], None]) -> dict:
     """All four measurements on a running Kafka-protocol system; a phase that fails is recorded
     with its error and the others still run."""
@@ -312,25 +338,13 @@ def measure(cluster: Cluster, settings: Settings, rf: int, log: Callable[[str], 
     result: dict[str, Any] = {}
 
     def phase(name: str, body: Callable[[], dict[str, Any]]) -> None:
-        started = time.monotonic()
-        try:
-            result[name] = body()
-        except Exception as exc:
-            result[name] = {"error": f"{type(exc).__name__}: {exc}"}
-        log(f"  {name}: {_summary(result[name])} ({time.monotonic() - started:.1f} s)")
+        run_phase(result, name, body, log)
 
     def batched() -> dict[str, Any]:
         share = s.records // s.producers
         args = [(boot, topics["batch"], share, s.partitions) for _ in range(s.producers)]
         runs, cpu, _wall = run_workers(_batched_worker, args, cluster, timeout_s=600)
-        total = share * s.producers
-        wall = max(r["t1"] for r in runs) - min(r["t0"] for r in runs)
-        return {
-            "records_per_sec": total / wall,
-            "records": total,
-            "errors": sum(r["errors"] for r in runs),
-            "cpu_per_100k_s": cpu_per_100k(cpu, total),
-        }
+        return throughput(runs, share * s.producers, cpu)
 
     def one_at_a_time() -> dict[str, Any]:
         return _one_at_a_time(cluster, topics["one"], s.one_at_a_time)

@@ -68,6 +68,7 @@ from rlog.cli.discovery import (
     topic_partitions,
 )
 from rlog.cli.produce import unescape
+from rlog.cli.progress import LiveLine
 from rlog.cli.signals import exits_on_sigterm, interrupt_for, raise_terminated
 from rlog.cli.terminal import CliError, ExitCode, Terminal, parse_properties
 
@@ -467,6 +468,7 @@ def consume(
                 assignment_wait_s=settings.timeout_s,
             )
         finally:
+            settings.terminal.clear_live()
             close_quietly(consumer)  # leaves the group; with auto-commit, commits first
         return
     consumer = _consumer(settings, address, properties, eof=True, isolation=isolation)
@@ -487,6 +489,7 @@ def consume(
             raise kafka_error(exc, bootstrap=address, action="list offsets", topic=topic) from None
         _run(consumer, settings.terminal, topic, plan, render, max_messages, exit_at_end, address)
     finally:
+        settings.terminal.clear_live()
         close_quietly(consumer)
 
 
@@ -512,6 +515,38 @@ def _consumer(
         raise config_error(exc, "consumer", parse_properties(properties or [])) from None
 
 
+class ConsumeStatus:
+    """The progress line of a consumer whose records go to a file or a pipe: records printed,
+    their rate, and the lag (high watermark minus position) over its partitions."""
+
+    def __init__(self, consumer: Consumer, topic: str, live: LiveLine) -> None:
+        self.consumer, self.topic, self.live = consumer, topic, live
+        self.started = time.monotonic()
+
+    def update(self, printed: int, partitions: Sequence[int]) -> None:
+        now = time.monotonic()
+        if self.live.due(now):
+            rate = printed / max(now - self.started, 1e-9)
+            lag = self.lag(partitions)
+            shown = f", lag {lag}" if lag is not None else ""
+            self.live.show(f"% {printed} records from {self.topic}, {rate:,.0f} records/s{shown}")
+
+    def lag(self, partitions: Sequence[int]) -> int | None:
+        """From what the consumer already knows (its positions, the watermarks its fetches
+        brought): no request is sent for it."""
+        total = 0
+        try:
+            positions = self.consumer.position([TopicPartition(self.topic, p) for p in partitions])
+            for tp in positions:
+                _low, high = self.consumer.get_watermark_offsets(tp, cached=True)
+                if tp.offset < 0 or high < 0:
+                    return None
+                total += max(0, high - tp.offset)
+        except KafkaException:
+            return None
+        return total
+
+
 def _run(
     consumer: Consumer,
     terminal: Terminal,
@@ -527,7 +562,9 @@ def _run(
     if not live:
         return
     consumer.assign([TopicPartition(topic, a.partition, a.start) for a in live])
+    status = ConsumeStatus(consumer, topic, terminal.live_line(beside_records=True))
     while progress.open_partitions:
+        status.update(progress.printed, [a.partition for a in live])
         messages = consumer.consume(num_messages=BATCH_MESSAGES, timeout=POLL_TIMEOUT_S)
         out: list[bytes] = []
         for message in messages:
@@ -749,7 +786,9 @@ def _run_group(
     )
     started = time.monotonic()
     waited_note = False
+    status = ConsumeStatus(consumer, topic, terminal.live_line(beside_records=True))
     while True:
+        status.update(member.printed, sorted(member.assigned))
         if member.finished():
             if not member.assigned:
                 terminal.note(

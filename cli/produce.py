@@ -22,7 +22,7 @@ import contextlib
 import sys
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Annotated
 
@@ -41,6 +41,7 @@ from rlog.cli.discovery import (
     settings_of,
     topic_partitions,
 )
+from rlog.cli.progress import LiveLine
 from rlog.cli.signals import exits_on_sigterm
 from rlog.cli.terminal import CliError, ExitCode, Terminal, parse_properties
 
@@ -246,16 +247,20 @@ def produce(
     report = DeliveryReport()
     target = -1 if partition is None else partition  # -1: librdkafka's partitioner decides
     writer = RecordWriter(producer, topic, target, headers or None, report, client_errors, address)
+    writer.live = settings.terminal.live_line()
     records = (split_line(line, separator) for line in sys.stdin.buffer)
-    if config.get("transactional.id"):
-        transactions = Transactions(
-            producer, writer, settings.terminal, settings.timeout_s, abort=abort
-        )
-        transactions.run(records, txn_size)
-        return
-    for key, value in records:
-        writer.send(key, value)
-    producer.flush()
+    try:
+        if config.get("transactional.id"):
+            transactions = Transactions(
+                producer, writer, settings.terminal, settings.timeout_s, abort=abort
+            )
+            transactions.run(records, txn_size)
+            return
+        for key, value in records:
+            writer.send(key, value)
+        producer.flush()
+    finally:
+        settings.terminal.clear_live()
 
     if report.failed:
         raise CliError(
@@ -307,6 +312,8 @@ class RecordWriter:
     client_errors: ClientErrors
     address: str
     sent: int = 0
+    live: LiveLine | None = None  # the progress line on a terminal
+    started: float = field(default_factory=time.monotonic)
 
     def send(self, key: bytes | None, value: bytes) -> None:
         while True:
@@ -329,6 +336,15 @@ class RecordWriter:
         fatal = self.client_errors.fatal()
         if fatal is not None:
             raise self.error(fatal)
+        if self.live is not None:
+            self.live.update(time.monotonic(), self.progress)
+
+    def progress(self) -> str:
+        rate = self.sent / max(time.monotonic() - self.started, 1e-9)
+        return (
+            f"% {self.sent} records sent to {self.topic}, {self.report.delivered} acknowledged, "
+            f"{rate:,.0f} records/s"
+        )
 
     def error(self, error: KafkaError | KafkaException) -> CliError:
         return kafka_error(error, bootstrap=self.address, action="produce", topic=self.topic)

@@ -19,6 +19,8 @@ from typing import IO, Any
 
 import typer
 
+from rlog.cli.progress import LiveLine, is_tty
+
 PROGRAM = "rlog"
 
 
@@ -96,6 +98,14 @@ class Terminal:
         self.json_mode = json_mode
         self._color_out = _wants_color(self.stdout, color)
         self._color_err = _wants_color(self.stderr, color)
+        self.live: LiveLine | None = None  # a status line to erase before anything on stderr
+
+    def live_line(self, *, beside_records: bool = False) -> LiveLine:
+        """The status line of a long command: shown only when stderr is a terminal, and with
+        `beside_records` (records printed on stdout) only when stdout is not that terminal."""
+        enabled = is_tty(self.stderr) and not (beside_records and is_tty(self.stdout))
+        self.live = LiveLine(self.stderr, enabled)
+        return self.live
 
     # -- styling -------------------------------------------------------------------------
 
@@ -105,6 +115,10 @@ class Terminal:
             return text
         codes = ";".join(_ANSI[s] for s in styles)
         return f"\x1b[{codes}m{text}\x1b[0m"
+
+    def clear_live(self) -> None:
+        if self.live is not None:
+            self.live.clear()
 
     # -- stdout --------------------------------------------------------------------------
 
@@ -173,6 +187,7 @@ class Terminal:
 
     def note(self, text: str) -> None:
         """Progress and side remarks: stderr, so stdout stays clean for pipes and --json."""
+        self.clear_live()
         self.stderr.write(text + "\n")
         self.stderr.flush()
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import IO
 
-REFRESH_S = 0.25  # how often the progress line is rewritten
-CLEAR = "\r\x1b[K"  # back to the line's start, erase it
+from rlog.cli.progress import REFRESH_S, LiveLine, is_tty
 
 
 class Reporter:
@@ -38,13 +37,10 @@ class Reporter:
         self.p99 = p99
         self.window = window
         self.emit = emit
-        if tty is None:
-            isatty = getattr(stream, "isatty", None)
-            tty = bool(isatty and isatty())
-        self.tty = tty
-        self.every_s = REFRESH_S if tty else window_s
+        self.tty = is_tty(stream) if tty is None else tty
+        self.live = LiveLine(stream, self.tty)
+        self.every_s = REFRESH_S if self.tty else window_s
         self.next_at = started + self.every_s
-        self.shown = False
 
     def tick(self, now: float) -> None:
         """Called often from the bench's loops; does something only when it is time."""
@@ -52,9 +48,7 @@ class Reporter:
             return
         self.next_at = now + self.every_s
         if self.tty:
-            self.stream.write(CLEAR + self.progress_line(now))
-            self.stream.flush()
-            self.shown = True
+            self.live.show(self.progress_line(now))
         elif self.window is not None:
             line = self.window(now)
             if line is not None:
@@ -71,7 +65,4 @@ class Reporter:
 
     def finish(self) -> None:
         """Erase the progress line, so the result starts on a clean line."""
-        if self.shown:
-            self.stream.write(CLEAR)
-            self.stream.flush()
-            self.shown = False
+        self.live.clear()

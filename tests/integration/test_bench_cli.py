@@ -6,19 +6,15 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import random
 import re
-import select
 import struct
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from support.cli_runner import COMMAND_TIMEOUT_S, RLOG, Result, clean_env, ok, rlog
+from support.cli_runner import Result, clean_env, ok, rlog, run_on_a_pty
 from support.cluster import Cluster, start_cluster
 
 pytestmark = pytest.mark.integration
@@ -138,47 +134,9 @@ def test_open_loop_produce_prints_window_lines_without_a_terminal(
     assert max(float(r["sent_s"]) for r in rows) == pytest.approx(1.499, abs=1e-6)
 
 
-def _run_with_stderr_on_a_pty(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
-    """Run rlog with stderr on a pseudo-terminal and stdout on a pipe; (code, stdout, tty)."""
-    import pty
-
-    controller, terminal = pty.openpty()
-    process = subprocess.Popen(
-        [*RLOG, *args],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=terminal,
-        env=env,
-        start_new_session=True,
-    )
-    os.close(terminal)
-    shown = b""
-    try:
-        deadline = time.monotonic() + COMMAND_TIMEOUT_S
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([controller], [], [], 0.1)
-            if ready:
-                try:
-                    chunk = os.read(controller, 4096)
-                except OSError:  # the process closed the pty
-                    break
-                if not chunk:
-                    break
-                shown += chunk
-            elif process.poll() is not None:
-                break
-        stdout = process.communicate(timeout=COMMAND_TIMEOUT_S)[0]
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        os.close(controller)
-    return process.returncode, stdout.decode(), shown.decode(errors="replace")
-
-
 def test_progress_line_on_a_terminal_and_a_clean_stdout(bench_cluster: Cluster) -> None:
     topic = new_topic(bench_cluster)
-    code, stdout, tty = _run_with_stderr_on_a_pty(
+    code, stdout, tty = run_on_a_pty(
         ["bench", "produce", "--topic", topic, "--num-records", "2000", "--throughput", "2000",
          "--reporting-interval", "300"],
         clean_env(bench_cluster.data_dir),

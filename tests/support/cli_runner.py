@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import pty
+import select
 import subprocess
 import sys
+import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,3 +69,53 @@ def one_line_error(result: Result, code: int, *words: str) -> str:
     for word in words:
         assert word in lines[0], f"{word!r} not in {lines[0]!r}"
     return lines[0]
+
+
+def run_on_a_pty(
+    args: list[str],
+    env: dict[str, str],
+    *,
+    stdin_path: Path | None = None,
+    stdout_on_the_pty: bool = False,
+    timeout: float = COMMAND_TIMEOUT_S,
+) -> tuple[int, str, str]:
+    """Run rlog with stderr (and with `stdout_on_the_pty`, stdout too) on a pseudo-terminal;
+    (exit code, what it wrote to stdout, a file here, what the terminal showed)."""
+    controller, terminal = pty.openpty()
+    with contextlib.ExitStack() as files:
+        stdin = files.enter_context(open(stdin_path, "rb")) if stdin_path else subprocess.DEVNULL
+        # A file, not a pipe: nobody has to drain it while the terminal is read.
+        output = files.enter_context(tempfile.TemporaryFile())
+        process = subprocess.Popen(
+            [*RLOG, *args],
+            stdin=stdin,
+            stdout=terminal if stdout_on_the_pty else output,
+            stderr=terminal,
+            env=env,
+            start_new_session=True,
+        )
+        os.close(terminal)
+        shown = b""
+        try:
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                ready, _, _ = select.select([controller], [], [], 0.1)
+                if ready:
+                    try:
+                        chunk = os.read(controller, 4096)
+                    except OSError:  # the process closed the pty
+                        break
+                    if not chunk:
+                        break
+                    shown += chunk
+                elif process.poll() is not None:
+                    break
+            process.wait(timeout=timeout)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+            os.close(controller)
+        output.seek(0)
+        stdout = output.read()
+    return process.returncode, stdout.decode(), shown.decode(errors="replace")

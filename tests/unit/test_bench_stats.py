@@ -15,13 +15,14 @@ from rlog.cli.bench import app, expand_multi_value_flags
 from rlog.cli.bench.common import HEADER, payload
 from rlog.cli.bench.output import RECORD_COLUMNS, summary_path, write_record_csv
 from rlog.cli.bench.produce import produce_paced
-from rlog.cli.bench.progress import CLEAR, Reporter
+from rlog.cli.bench.progress import Reporter
 from rlog.cli.bench.stats import (
     ClosedLoopDeliveries,
     LatencyStats,
     OpenLoopDeliveries,
     percentile,
 )
+from rlog.cli.progress import CLEAR
 from support.cli_runner import RLOG, clean_env
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

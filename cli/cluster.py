@@ -1,10 +1,12 @@
 """``rlog cluster up|status|down|purge``: a local cluster, like ``rpk container`` without Docker.
 
-``up`` starts rlogd detached (its own session, output to ``DATA_DIR/rlogd.log``) and returns
-once the controller and every broker answer ApiVersions and every broker has registered with the
-controller (broker-1's Metadata lists them all). ``status`` shows a row per process (controller
-and brokers). ``down`` signals the rlogd recorded in ``DATA_DIR/rlogd.json`` and only ever kills
-a process whose command line shows it is the rlogd of that data dir.
+``up`` gives the cluster its own config, ``DATA_DIR/rlog.toml`` (a copy of ``--config FILE``,
+which is never edited), starts rlogd detached with it (its own session, output to
+``DATA_DIR/rlogd.log``) and returns once the controller and every broker answer ApiVersions and
+every broker has registered with the controller (broker-1's Metadata lists them all).
+``status`` shows a row per process (controller and brokers). ``down`` signals the rlogd
+recorded in ``DATA_DIR/rlogd.json`` and only ever kills a process whose command line shows it is
+the rlogd of that data dir.
 """
 
 from __future__ import annotations
@@ -41,7 +43,14 @@ from rlog.cli.discovery import (
 from rlog.cli.terminal import CliError, ExitCode, Terminal, megabytes, short_duration
 from rlog.core.protocol.apis import ApiKey
 from rlog.daemon.config import ConfigError, load_config
-from rlog.daemon.data_dir import LAUNCH_FILE, launch_path, rlogd_log_path, status_path
+from rlog.daemon.data_dir import (
+    LAUNCH_FILE,
+    config_backup_path,
+    config_path,
+    launch_path,
+    rlogd_log_path,
+    status_path,
+)
 from rlog.daemon.wire import BlockingKafkaClient, WireError
 
 app = typer.Typer(help="Start, inspect, stop and remove a local cluster.", no_args_is_help=True)
@@ -67,20 +76,69 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of 
 class LaunchPlan:
     brokers: int
     base_port: int
-    config: Path | None
+    config: Path  # the data dir's own copy (DATA_DIR/rlog.toml)
 
 
-def _plan(
-    data_dir: Path, brokers: int | None, base_port: int | None, config: Path | None
-) -> LaunchPlan:
+def _plan(data_dir: Path, brokers: int | None, base_port: int | None, config: Path) -> LaunchPlan:
     """Flags first, then the data dir's last launch (cluster.json), then defaults."""
     previous = read_json(launch_path(data_dir)) or {}
-    previous_config = previous.get("config")
     return LaunchPlan(
         brokers=brokers or int(previous.get("brokers") or 1),
         base_port=base_port or int(previous.get("base_port") or DEFAULT_BASE_PORT),
-        config=config or (Path(previous_config) if previous_config else None),
+        config=config,
     )
+
+
+# A data dir's config when `rlog cluster up` was given none: only comments, so every key has
+# its default, and a file for `rlog config set` to edit and rlogd to watch.
+NEW_CONFIG_HEADER = """\
+# The config of the rlog cluster in this data dir, made by `rlog cluster up`. rlogd reads it at
+# start and watches it: `rlog config set KEY VALUE` edits it, and so may you. rlog.toml(5) lists
+# every key with its default. `rlog cluster up --brokers/--base-port` override [cluster] here.
+"""
+
+
+def _cluster_config(terminal: Terminal, data_dir: Path, given: Path | None) -> Path:
+    """The cluster's own copy of its config, DATA_DIR/rlog.toml, which rlogd watches and
+    `rlog config set` edits: --config FILE is copied there (never edited itself), and an older
+    copy that differs is kept as a backup; without --config the copy stays as it is, or is made
+    (from the file an older launch named, else with only a header)."""
+    copy = config_path(data_dir)
+    if given is None and not copy.exists():
+        previous = (read_json(launch_path(data_dir)) or {}).get("config")
+        if previous and Path(previous) != copy:  # started before clusters kept a copy
+            given = Path(previous)
+            if not given.is_file():
+                raise CliError(
+                    f"{launch_path(data_dir)} names the config {given}, which is gone; start "
+                    "with --config FILE",
+                    ExitCode.USAGE,
+                )
+    if given is None or given.resolve() == copy.resolve():
+        if not copy.exists():
+            _write_atomically(copy, NEW_CONFIG_HEADER.encode())
+        return copy
+    try:
+        text = given.read_bytes()
+        load_config(given)  # a broken file must not replace a working copy
+    except (OSError, ConfigError) as error:
+        raise CliError(f"--config: {error}", ExitCode.USAGE) from None
+    if copy.exists():
+        if copy.read_bytes() == text:
+            return copy
+        backup = config_backup_path(data_dir, time.strftime("%Y%m%d-%H%M%S"))
+        os.replace(copy, backup)
+        terminal.note(f"Using {given} as {copy}; the copy it replaces is kept as {backup}.")
+    else:
+        terminal.note(f"Copied {given} to {copy}: the cluster uses (and rlog config set edits) it.")
+    _write_atomically(copy, text)
+    return copy
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_bytes(data)
+    os.replace(temporary, path)
 
 
 def _port_in_use(port: int) -> bool:
@@ -193,8 +251,7 @@ def _spawn_rlogd(data_dir: Path, plan: LaunchPlan) -> subprocess.Popen[bytes]:
         "--base-port",
         str(plan.base_port),
     ]
-    if plan.config is not None:
-        command += ["--config", str(plan.config)]
+    command += ["--config", str(plan.config)]
     with open(rlogd_log_path(data_dir), "ab") as log:
         log.write(f"--- rlog cluster up: {' '.join(command)}\n".encode())
         log.flush()
@@ -325,7 +382,8 @@ def up(
             exists=True,
             dir_okay=False,
             resolve_path=True,
-            help="rlogd TOML config file",
+            help="rlog TOML config file, copied to DATA_DIR/rlog.toml (which the cluster uses "
+            "and rlog config set edits) [default: that copy, as last started]",
             show_default=False,
         ),
     ] = None,
@@ -342,10 +400,10 @@ def up(
     data_dir = settings.data_dir.resolve()
     running = running_cluster(data_dir)
     if running is not None:
-        _already_up(terminal, running, data_dir, brokers, base_port, json_out)
+        _already_up(terminal, running, data_dir, brokers, base_port, config, json_out)
         return
     data_dir.mkdir(parents=True, exist_ok=True)
-    plan = _plan(data_dir, brokers, base_port, config)
+    plan = _plan(data_dir, brokers, base_port, _cluster_config(terminal, data_dir, config))
     _check_ports_free(plan)
     terminal.note(
         f"Starting a controller and {plan.brokers} broker(s) in {data_dir} "
@@ -377,6 +435,7 @@ def _already_up(
     data_dir: Path,
     brokers: int | None,
     base_port: int | None,
+    config: Path | None,
     json_out: bool,
 ) -> None:
     first_port = min(b.port for b in state.brokers) if state.brokers else None
@@ -388,8 +447,22 @@ def _already_up(
             f"running in {data_dir}; stop it first with: rlog cluster down --data-dir {data_dir}",
             ExitCode.FAILURE,
         )
+    if config is not None and not _same_contents(config, state.config):
+        running_with = f"the config {state.config}" if state.config else "no config file"
+        raise CliError(
+            f"the cluster in {data_dir} is already running with {running_with}; change it with "
+            f"rlog config set, or stop the cluster first to start it with {config}",
+            ExitCode.FAILURE,
+        )
     terminal.note(f"The cluster in {data_dir} is already running (rlogd pid {state.pid}).")
     _print_ready(terminal, state, data_dir, json_out)
+
+
+def _same_contents(given: Path, running: str | None) -> bool:
+    try:
+        return running is not None and given.read_bytes() == Path(running).read_bytes()
+    except OSError:
+        return False
 
 
 @app.command()

@@ -1,7 +1,9 @@
 """``rlog config get [KEY]`` and ``rlog config set KEY VALUE``: the running cluster's settings.
 
-Both go through rlogd's control socket. ``set`` edits the config file rlogd was started with
-(one line; comments and order kept) exactly as a hand edit would be taken: dynamic keys
+Both go through rlogd's control socket. ``set`` edits the config file rlogd runs with: the
+cluster's own copy, DATA_DIR/rlog.toml, which ``rlog cluster up`` makes (copying --config FILE
+there, so the file given is never edited); ``rlog config path`` prints it. The edit (one line;
+comments and order kept) is taken exactly as a hand edit of the copy would be: dynamic keys
 (retention, min.insync.replicas, unclean election, the ISR lag time, flush settings) apply to
 the running brokers at once, rlogd's restart settings to rlogd, and any other key is written but
 reported as needing a restart. An invalid value changes nothing.
@@ -13,8 +15,9 @@ from typing import Annotated, Any
 
 import typer
 
-from rlog.cli.discovery import DataDirOption, control_request, settings_of
+from rlog.cli.discovery import DataDirOption, control_request, running_cluster, settings_of
 from rlog.cli.terminal import CliError, ExitCode
+from rlog.daemon.data_dir import config_path
 
 app = typer.Typer(help="Show or change the running cluster's settings.", no_args_is_help=True)
 
@@ -66,9 +69,32 @@ def set(
     data_dir: DataDirOption = None,
     json_out: JsonOption = False,
 ) -> None:
-    """Set KEY in the config file and apply it to the running cluster (see above)."""
+    """Set KEY in the cluster's config file (rlog config path) and apply it to the running
+    cluster: dynamic keys at once, rlogd's restart settings to rlogd, others at the next start."""
     settings, reply = _ask(ctx, {"op": "config_set", "key": key, "value": value}, data_dir)
     if json_out:
         settings.terminal.json(reply)
     else:
         settings.terminal.line(f"{key} = {value}: {reply.get('message')}")
+
+
+@app.command("path")
+def show_path(ctx: typer.Context, data_dir: DataDirOption = None) -> None:
+    """The config file the cluster uses, which set edits and rlogd watches: DATA_DIR/rlog.toml,
+    the copy rlog cluster up makes of --config FILE."""
+    settings = settings_of(ctx).override(data_dir=data_dir)
+    running = running_cluster(settings.data_dir)
+    if running is not None:
+        if running.config is None:  # an rlogd started by hand without --config
+            raise CliError(
+                f"the cluster in {settings.data_dir} runs without a config file", ExitCode.NOT_FOUND
+            )
+        settings.terminal.line(running.config)
+        return
+    copy = config_path(settings.data_dir)
+    if not copy.exists():
+        raise CliError(
+            f"{settings.data_dir} has no config yet: rlog cluster up makes {copy}",
+            ExitCode.NOT_FOUND,
+        )
+    settings.terminal.line(str(copy.resolve()))

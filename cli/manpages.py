@@ -315,6 +315,13 @@ _FILES: list[tuple[str, str]] = [
         "after exit, so rlog cluster up starts the same cluster again.",
     ),
     (
+        data_dir.CONFIG_FILE,
+        "The cluster's config: rlog cluster up copies --config FILE here (keeping an older copy "
+        "that differs as rlog.toml.TIME.bak), or makes it with comments only. rlogd runs with "
+        "it and watches it, rlog config set edits it and rlog config path prints it; FILE "
+        "itself is never edited.",
+    ),
+    (
         data_dir.META_FILE,
         "The cluster id (cluster.id=...), made by the first rlogd to run in the data "
         "directory and reused by every later one.",
@@ -722,6 +729,15 @@ def rlog_toml_page() -> str:
         *_item(
             _italic(EXAMPLE_CONFIG),
             [escape("Shipped with rlog: every key with its default value and this prose.")],
+        ),
+        *_item(
+            _italic("DATA_DIR/" + data_dir.CONFIG_FILE),
+            [
+                escape(
+                    "The cluster's own copy, which rlog cluster up makes of --config FILE: "
+                    "rlogd watches it and rlog config set edits it."
+                )
+            ],
         ),
         ".SH EXAMPLES",
         escape("Three brokers that fsync every batch and keep one hour of data:"),

@@ -9,7 +9,7 @@ bad values are errors that name the key: a typo must not silently fall back to a
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -315,6 +315,25 @@ def parse_config(text: str, source: str = "<config>") -> RlogConfig:
         cluster=_cluster_settings(document.get("cluster", {})),
         broker=broker_settings(document.get("broker", {})),
     )
+
+
+def with_cluster_flags(config: RlogConfig, flags: dict[str, int]) -> RlogConfig:
+    """The config with rlogd's --brokers and --base-port (``flags``, by [cluster] key) over its
+    [cluster] table: ConfigError if the result is not a usable cluster."""
+    if not flags:
+        return config
+    cluster = replace(config.cluster, **flags)
+    if not 1 <= cluster.brokers <= 64:
+        raise ConfigError(f"--brokers: {cluster.brokers} is not within 1..64")
+    if not 1 <= cluster.base_port <= 65535 - cluster.brokers:
+        raise ConfigError(f"--base-port: {cluster.base_port} is not a usable port")
+    broker_ports = range(cluster.base_port, cluster.base_port + cluster.brokers)
+    if cluster.controller_port in broker_ports:
+        raise ConfigError(
+            f"controller_port {cluster.controller_port} is one of the brokers' ports "
+            f"({broker_ports.start}..{broker_ports.stop - 1})"
+        )
+    return replace(config, cluster=cluster)
 
 
 def load_config(path: Path | None) -> RlogConfig:

@@ -44,10 +44,12 @@ class ConfigChange:
     dynamic: dict[str, str] = field(default_factory=dict)  # cluster config name -> value
     rlogd: dict[str, Any] = field(default_factory=dict)  # [cluster] key -> value
     static: list[str] = field(default_factory=list)  # "[table] key" needing a restart
+    # "--flag value" of each [cluster] key the edit changed but one of rlogd's flags overrides
+    overridden: list[str] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
-        return not (self.dynamic or self.rlogd or self.static)
+        return not (self.dynamic or self.rlogd or self.static or self.overridden)
 
     def describe(self) -> str:
         parts = []
@@ -57,6 +59,8 @@ class ConfigChange:
             parts.append("rlogd now uses " + ", ".join(f"{k}={v}" for k, v in self.rlogd.items()))
         if self.static:
             parts.append("needs a restart: " + ", ".join(self.static))
+        if self.overridden:
+            parts.append("rlogd's flags override the file: " + ", ".join(self.overridden))
         return "; ".join(parts) or "nothing changed"
 
 
@@ -83,6 +87,19 @@ def changes(running: RlogConfig, edited: RlogConfig) -> ConfigChange:
         else:
             change.static.append(f"[cluster] {item.name}")
     return change
+
+
+CLUSTER_FLAGS = {"brokers": "--brokers", "base_port": "--base-port"}  # rlogd's, by key
+
+
+def overridden(before: RlogConfig, after: RlogConfig, flags: dict[str, int]) -> list[str]:
+    """The flags (``--base-port 9092``) that keep an edit of the file (``before`` to ``after``,
+    both as written, without the flags) from taking effect."""
+    return [
+        f"{CLUSTER_FLAGS[key]} {value}"
+        for key, value in flags.items()
+        if getattr(before.cluster, key) != getattr(after.cluster, key)
+    ]
 
 
 def applied(running: RlogConfig, edited: RlogConfig) -> RlogConfig:
@@ -139,7 +156,8 @@ def set_key(document: str, key: str, value: str) -> str:
     name = f'"{key}"' if "." in key else key
     line = f"{name} = {literal}"
     lines = document.splitlines()
-    key_pattern = re.compile(rf'^\s*(?:"{re.escape(key)}"|{re.escape(key)})\s*=')
+    quoted = re.escape(key)
+    key_pattern = re.compile(rf"""^\s*(?:"{quoted}"|'{quoted}'|{quoted})\s*=""")
     current_table = None
     header_at = None
     for index, text in enumerate(lines):

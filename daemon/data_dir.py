@@ -9,6 +9,7 @@ names are spelled here once::
       rlogd.lock        held by the running rlogd: one rlogd per data dir
       rlogd.log         rlogd's output when `rlog cluster up` started it
       cluster.json      rlogd's launch parameters, kept after exit
+      rlog.toml         the cluster's own config: `rlog cluster up` copies --config here
       meta.properties   the cluster id (also in controller/ and each broker-N/)
       controller/       the controller's metadata log
       broker-N/         broker N's logs, plus faults.json (its chaos rules) and traffic.json
@@ -27,6 +28,7 @@ SOCKET_FILE = "rlogd.sock"
 LOCK_FILE = "rlogd.lock"
 RLOGD_LOG_FILE = "rlogd.log"
 LAUNCH_FILE = "cluster.json"
+CONFIG_FILE = "rlog.toml"
 META_FILE = "meta.properties"
 CONTROLLER = "controller"  # the controller's process name, also its directory's and journal's
 CONTROLLER_DIR = CONTROLLER
@@ -56,6 +58,16 @@ def rlogd_log_path(data_dir: Path) -> Path:
 
 def launch_path(data_dir: Path) -> Path:
     return data_dir / LAUNCH_FILE
+
+
+def config_path(data_dir: Path) -> Path:
+    """The cluster's own copy of its config, the file rlogd watches and `rlog config` edits."""
+    return data_dir / CONFIG_FILE
+
+
+def config_backup_path(data_dir: Path, stamp: str) -> Path:
+    """Where a replaced copy of the config is kept (``stamp``: when it was replaced)."""
+    return data_dir / f"{CONFIG_FILE}.{stamp}.bak"
 
 
 def meta_path(directory: Path) -> Path:

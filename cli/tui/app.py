@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from rich.text import Text
-from textual import work
+from textual import events, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -150,10 +150,7 @@ class RlogTui(App[None]):
         )
         now = snapshot.wall_time if snapshot.wall_time is not None else time.time()
         self._changes = model.partition_changes(self._changes, snapshot.events, now)
-        partitions = self.query_one("#partition-table", DataTable)
-        columns = model.partition_columns(snapshot.partitions)
-        rows = model.partition_rows(snapshot.partitions, snapshot.processes, self._changes)
-        sync_table(partitions, columns, rows)
+        self._show_partitions()
         self.query_one("#groups-note", Static).update(model.groups_message(snapshot))
         sync_table(
             self.query_one("#group-table", DataTable),
@@ -171,6 +168,29 @@ class RlogTui(App[None]):
         for event in snapshot.events:
             log.write(model.event_line(event))
         self._show_status()
+
+    def _show_partitions(self, screen_width: int | None = None) -> None:
+        """The partitions table, its LEO cells as wide as the screen allows."""
+        if self.snapshot is None:
+            return
+        table = self.query_one("#partition-table", DataTable)
+        partitions = self.snapshot.partitions
+        # Its own width once laid out, else (or on a resize, before the layout follows) the
+        # screen's: its tab has no padding. Less a vertical scrollbar when the rows (and the
+        # header) will not fit its height.
+        width = screen_width or table.size.width or self.size.width
+        if len(partitions) + 1 > table.size.height:
+            width -= table.styles.scrollbar_size_vertical
+        _, rows = model.fitting_partition_rows(
+            partitions, self.snapshot.processes, self._changes, width
+        )
+        sync_table(table, model.partition_columns(partitions), rows)
+        if not table.size.height and screen_width is None:
+            # Not laid out yet (the first snapshot): fit it again once its height is known.
+            self.call_after_refresh(self._show_partitions, self.size.width)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._show_partitions(event.size.width)  # the lag bars may fit now, or no longer
 
     def _show_rates(self) -> None:
         box = self.query_one("#rate-list", VerticalScroll)

@@ -39,6 +39,7 @@ from rlog.cli.tui.snapshot import (
 
 NO_LEADER = -1
 BAR_WIDTH = 4
+BAR_WIDTHS = (BAR_WIDTH, 2, 0)  # the lag bars tried, widest first, until the table fits
 _EIGHTHS = " ▏▎▍▌▋▊▉█"
 SERIES_LENGTH = 60  # sparkline points kept per broker: a minute at the default interval
 LSO_NOTE = (
@@ -287,12 +288,15 @@ def lag_bar(leo: int | None, leader_end: int | None, width: int = BAR_WIDTH) -> 
     return bar.ljust(width, "·")
 
 
-def replica_cell(p: PartitionInfo, replica: int) -> Text:
-    """``LEO bar -lag`` for one replica; the LEO in red when the replica is out of sync."""
+def replica_cell(p: PartitionInfo, replica: int, bar_width: int = BAR_WIDTH) -> Text:
+    """``LEO bar -lag`` for one replica; the LEO in red when the replica is out of sync.
+    With ``bar_width`` 0 (a narrow screen) just ``LEO -lag``: the numbers matter more."""
     behind = lag(p, replica)
     text = Text(dash(p.leo(replica)), style=OUT_OF_SYNC_STYLE if replica not in p.isr else "")
-    text.append(" ")
-    text.append(lag_bar(p.leo(replica), leader_leo(p)), style="red" if behind else "green")
+    if bar_width:
+        text.append(" ")
+        bar = lag_bar(p.leo(replica), leader_leo(p), bar_width)
+        text.append(bar, style="red" if behind else "green")
     text.append(f" -{behind}" if behind else "", style="red")
     return text
 
@@ -323,15 +327,44 @@ def lso_cell(p: PartitionInfo) -> Text:
     return Text(str(p.last_stable_offset), style=HELD_BACK_STYLE) if held_back(p) else Text("")
 
 
+def table_width(columns: Sequence[str], rows: Sequence[Row], padding: int = 1) -> int:
+    """The cells a DataTable needs for ``rows`` (``padding`` each side of every column, as
+    Textual's ``cell_padding``), so nothing is cut off."""
+    width = 0
+    for index, column in enumerate(columns):
+        cells = [cells[index].cell_len for _, cells in rows]
+        width += max([len(column), *cells]) + 2 * padding
+    return width
+
+
+def fitting_partition_rows(
+    partitions: Sequence[PartitionInfo],
+    processes: Iterable[ProcessInfo] = (),
+    changes: Mapping[PartitionKey, PartitionChange] | None = None,
+    width: int | None = None,
+) -> tuple[int, list[Row]]:
+    """(bar width, rows) as :func:`partition_rows`, with the widest lag bars that let the table
+    fit in ``width`` cells, else none: 80 columns hold three brokers' LEOs and lags that way."""
+    columns = partition_columns(partitions)
+    processes = tuple(processes)
+    for bar_width in BAR_WIDTHS:
+        rows = partition_rows(partitions, processes, changes, bar_width)
+        if width is None or table_width(columns, rows) <= width:
+            break
+    return bar_width, rows
+
+
 def partition_rows(
     partitions: Sequence[PartitionInfo],
     processes: Iterable[ProcessInfo] = (),
     changes: Mapping[PartitionKey, PartitionChange] | None = None,
+    bar_width: int = BAR_WIDTH,
 ) -> list[Row]:
     """Rows sorted by topic and partition, internal topics (``__...``) last; the LSO cell (as
     :func:`partition_columns` has it) before the HW; then one cell per broker: its replica's
-    LEO and lag bar, or nothing when it hosts no replica. ``processes`` (rlogd's states) and
-    the fenced replicas mark what is offline; ``changes`` what changed lately."""
+    LEO and lag bar (``bar_width`` cells; none with 0), or nothing when it hosts no replica.
+    ``processes`` (rlogd's states) and the fenced replicas mark what is offline; ``changes``
+    what changed lately."""
     brokers = replica_brokers(partitions)
     with_lso = LSO_COLUMN in partition_columns(partitions)
     states = process_states(processes)
@@ -349,7 +382,7 @@ def partition_rows(
             *((lso_cell(p),) if with_lso else ()),
             Text(dash(p.high_watermark)),
         ]
-        cells += [replica_cell(p, b) if b in p.replicas else Text("") for b in brokers]
+        cells += [replica_cell(p, b, bar_width) if b in p.replicas else Text("") for b in brokers]
         rows.append((f"{p.topic}-{p.partition}", tuple(cells)))
     return rows
 

@@ -15,7 +15,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from rlog.core.broker import OFFSETS_TOPIC, log_config, replica_config
-from rlog.core.controller.validation import topic_name_problem
+from rlog.core.controller.validation import (
+    BROKER_CONFIG_SYNONYMS,
+    CLUSTER_DYNAMIC_CONFIGS,
+    topic_name_problem,
+)
 from rlog.core.metadata.image import MetadataImage
 from rlog.core.protocol.apis import SUPPORTED, ApiKey, api_versions_body
 from rlog.core.protocol.connection import Request
@@ -286,6 +290,7 @@ class Handlers:
             "configs": [],
         }
         image = self.image
+        updatable: set[str] = set()  # broker keys IncrementalAlterConfigs may change
         if kind == RESOURCE_TOPIC:
             topic = image.topics.get(name)
             if topic is None:
@@ -311,6 +316,16 @@ class Handlers:
                 }
             values = self.settings.to_kafka_properties()
             sources = {key: SOURCE_STATIC_BROKER_CONFIG for key in values}
+            # The cluster-wide dynamic defaults (IncrementalAlterConfigs on the broker resource
+            # "", in the metadata log under topic config names) are what this broker applies:
+            # shown under its own key names, as Kafka shows them.
+            for key in values:
+                name = BROKER_CONFIG_SYNONYMS.get(key, key)
+                if name in CLUSTER_DYNAMIC_CONFIGS:
+                    updatable.add(key)
+                    if name in image.cluster_configs:
+                        values[key] = image.cluster_configs[name]
+                        sources[key] = SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG
         else:
             return result | {
                 "error_code": ErrorCode.INVALID_REQUEST,
@@ -326,7 +341,7 @@ class Handlers:
                 {
                     "name": key,
                     "value": value,
-                    "read_only": kind == RESOURCE_BROKER,
+                    "read_only": kind == RESOURCE_BROKER and key not in updatable,
                     "is_default": source == SOURCE_DEFAULT_CONFIG,
                     "config_source": source,
                     "is_sensitive": False,

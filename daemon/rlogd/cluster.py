@@ -30,6 +30,8 @@ class Cluster:
     controller: SupervisedProcess
     brokers: list[SupervisedProcess]
     journal: EventJournal
+    # [cluster] keys rlogd's flags set (--brokers, --base-port): they stay over the file's.
+    flags: dict[str, int] = field(default_factory=dict)
     stopping: bool = False
     started_at_ms: int = field(default_factory=lambda: time.time_ns() // 1_000_000)
     # Set on every status change: what waits for a process to start or give up wakes on it.
@@ -37,13 +39,19 @@ class Cluster:
 
     @classmethod
     def create(
-        cls, data_dir: Path, config: RlogConfig, config_path: Path | None, cluster_id: str
+        cls,
+        data_dir: Path,
+        config: RlogConfig,
+        config_path: Path | None,
+        cluster_id: str,
+        flags: dict[str, int] | None = None,
     ) -> Cluster:
         return cls(
             data_dir=data_dir,
             config=config,
             config_path=config_path,
             cluster_id=cluster_id,
+            flags=dict(flags or {}),
             controller=controller_process(data_dir, config, config_path, cluster_id),
             brokers=broker_processes(data_dir, config, config_path, cluster_id),
             journal=EventJournal(journal_path(data_dir, "rlogd"), "rlogd"),

@@ -5,12 +5,19 @@ own at once, and static ones reported as needing a restart."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 from typing import Any
 
 from rlog.daemon import config_reload
-from rlog.daemon.config import ConfigError, parse_config
+from rlog.daemon.config import (
+    ConfigError,
+    RlogConfig,
+    load_config,
+    parse_config,
+    with_cluster_flags,
+)
 from rlog.daemon.config_watch import ConfigWatcher
 from rlog.daemon.control import ControlError
 from rlog.daemon.rlogd.cluster import Cluster
@@ -27,6 +34,12 @@ class ConfigReloader:
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
         self.pending_restart: list[str] = []  # static keys edited since the start
+        # The file as last read, without rlogd's flags: an edit of a key a flag sets is told
+        # once, when the file changes it, not at every reload.
+        self._written: RlogConfig | None = None
+        if cluster.config_path is not None:
+            with contextlib.suppress(ConfigError):
+                self._written = load_config(cluster.config_path)
         self._lock = asyncio.Lock()
         self._pending: asyncio.Future[None] | None = None
 
@@ -67,13 +80,17 @@ class ConfigReloader:
             try:
                 if text is None:
                     text = cluster.config_path.read_text()
-                edited = parse_config(text, source)
+                written = parse_config(text, source)
+                # As at start: the flags rlogd was given stay over the file's [cluster] keys.
+                edited = with_cluster_flags(written, cluster.flags)
             except (OSError, ConfigError) as error:
                 message = f"config edit rejected, the running config stays: {error}"
                 log.error("%s", message)
                 cluster.journal.record("config_rejected", message, path=source)
                 raise ControlError(message, "bad-request") from None
             change = config_reload.changes(cluster.config, edited)
+            before = self._written if self._written is not None else written
+            change.overridden = config_reload.overridden(before, written, cluster.flags)
             if change.dynamic:
                 problem = await push_dynamic(cluster.controller.port, dict(change.dynamic))
                 if problem is not None:
@@ -81,6 +98,7 @@ class ConfigReloader:
                     cluster.journal.record("config_rejected", message, path=source)
                     raise ControlError(message)
             cluster.config = config_reload.applied(cluster.config, edited)
+            self._written = written
             self.pending_restart = sorted(set(self.pending_restart) | set(change.static))
             if not change.empty:
                 message = f"config reloaded: {change.describe()}"
@@ -99,6 +117,7 @@ class ConfigReloader:
                 "applied": change.dynamic,
                 "rlogd": change.rlogd,
                 "needs_restart": change.static,
+                "overridden": change.overridden,
             }
 
     async def request(self, op: str, request: dict[str, Any]) -> dict[str, Any]:
@@ -112,8 +131,8 @@ class ConfigReloader:
             }
         if config_path is None:
             raise ControlError(
-                "rlogd runs without a config file: start it with --config FILE to change "
-                "settings live"
+                "rlogd runs without a config file: start it with rlog cluster up (which gives "
+                "it DATA_DIR/rlog.toml) or rlogd --config FILE to change settings live"
             )
         key, value = request.get("key"), request.get("value")
         if not isinstance(key, str) or not isinstance(value, str):

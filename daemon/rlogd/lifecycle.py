@@ -40,9 +40,14 @@ class Rlogd:
     """The running daemon; what its control socket steers (rlog.daemon.control.Controlled)."""
 
     def __init__(
-        self, data_dir: Path, config: RlogConfig, config_path: Path | None, cluster_id: str
+        self,
+        data_dir: Path,
+        config: RlogConfig,
+        config_path: Path | None,
+        cluster_id: str,
+        flags: dict[str, int] | None = None,
     ) -> None:
-        self.cluster = Cluster.create(data_dir, config, config_path, cluster_id)
+        self.cluster = Cluster.create(data_dir, config, config_path, cluster_id, flags or {})
         self.supervisor = Supervisor(self.cluster)
         self.process_control = ProcessControl(self.cluster, self.supervisor)
         self.chaos = ChaosControl(self.cluster)

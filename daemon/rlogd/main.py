@@ -8,11 +8,9 @@ import asyncio
 import contextlib
 import logging
 import sys
-from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
-from rlog.daemon.config import ConfigError, RlogConfig, load_config
+from rlog.daemon.config import ConfigError, RlogConfig, load_config, with_cluster_flags
 from rlog.daemon.data_dir import status_path
 from rlog.daemon.exit_codes import ExitCode
 from rlog.daemon.rlogd.data_files import cluster_id_of, lock_data_dir, write_launch_record
@@ -41,35 +39,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def config_of(args: argparse.Namespace) -> RlogConfig:
-    """The config file's settings, with --brokers and --base-port over its [cluster] table."""
-    config = load_config(args.config)
-    overrides: dict[str, Any] = {}
+def cluster_flags(args: argparse.Namespace) -> dict[str, int]:
+    """The [cluster] keys rlogd's flags set; they stay over the file's values, edits included."""
+    flags: dict[str, int] = {}
     if args.brokers is not None:
-        overrides["brokers"] = args.brokers
+        flags["brokers"] = args.brokers
     if args.base_port is not None:
-        overrides["base_port"] = args.base_port
-    if overrides:
-        cluster = replace(config.cluster, **overrides)
-        if not 1 <= cluster.brokers <= 64:
-            raise ConfigError(f"--brokers: {cluster.brokers} is not within 1..64")
-        if not 1 <= cluster.base_port <= 65535 - cluster.brokers:
-            raise ConfigError(f"--base-port: {cluster.base_port} is not a usable port")
-        broker_ports = range(cluster.base_port, cluster.base_port + cluster.brokers)
-        if cluster.controller_port in broker_ports:
-            raise ConfigError(
-                f"controller_port {cluster.controller_port} is one of the brokers' ports "
-                f"({broker_ports.start}..{broker_ports.stop - 1})"
-            )
-        config = replace(config, cluster=cluster)
-    return config
+        flags["base_port"] = args.base_port
+    return flags
 
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s rlogd %(levelname)s: %(message)s")
+    flags = cluster_flags(args)
     try:
-        config = config_of(args)
+        config = with_cluster_flags(load_config(args.config), flags)
     except ConfigError as error:
         print(f"rlogd: {error}", file=sys.stderr)
         sys.exit(ExitCode.CONFIG)
@@ -82,15 +67,19 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(ExitCode.USAGE)
     cluster_id = cluster_id_of(data_dir)
     write_launch_record(data_dir, config, config_path)
-    code = asyncio.run(_serve(data_dir, config, config_path, cluster_id))
+    code = asyncio.run(_serve(data_dir, config, config_path, cluster_id, flags))
     log.info("rlogd stopped")
     sys.exit(code)
 
 
 async def _serve(
-    data_dir: Path, config: RlogConfig, config_path: Path | None, cluster_id: str
+    data_dir: Path,
+    config: RlogConfig,
+    config_path: Path | None,
+    cluster_id: str,
+    flags: dict[str, int],
 ) -> int:
-    rlogd = Rlogd(data_dir, config, config_path, cluster_id)
+    rlogd = Rlogd(data_dir, config, config_path, cluster_id, flags)
     try:
         return await rlogd.run()
     finally:

@@ -44,6 +44,7 @@ class Cluster:
     data_dir: Path
     base_port: int
     rlogd_pid: int
+    up_err: str = ""  # what `rlog cluster up` said on stderr
 
     @property
     def bootstrap(self) -> str:
@@ -108,7 +109,7 @@ def running_cluster(data_dir: Path, *extra: str, brokers: int = 1) -> Iterator[C
             pid = _rlogd_pid(data_dir)
         ok(result)
         assert pid is not None
-        yield Cluster(data_dir, base_port, pid)
+        yield Cluster(data_dir, base_port, pid, result.err)
     finally:
         stop_cluster(data_dir, pid)
 
@@ -182,6 +183,56 @@ def test_up_status_up_again_down(tmp_path: Path) -> None:
         assert not _is_our_rlogd(c.rlogd_pid, data_dir)
         one_line_error(c.run("cluster", "status"), 3, "not running", str(data_dir))
         assert "not running" in ok(c.run("cluster", "down")).err
+
+
+def _config_value(c: Cluster, key: str) -> object:
+    return json.loads(ok(c.run("config", "get", key, "--json")).out)[key]
+
+
+def test_the_cluster_keeps_its_own_copy_of_its_config(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    copy = data_dir.resolve() / "rlog.toml"
+    # A new data dir without --config: a copy of comments only, which config set edits.
+    with running_cluster(data_dir) as c:
+        assert ok(c.run("config", "path")).out == f"{copy}\n"
+        assert copy.read_text().startswith("# ")
+        done = ok(c.run("config", "set", "log.retention.ms", "3600000"))
+        assert "applied retention.ms=3600000" in done.out, done.out
+        assert '"log.retention.ms" = 3600000' in copy.read_text()
+    made = copy.read_text()
+
+    # --config FILE is copied (never edited itself); the older copy differs: kept as a backup.
+    given = tmp_path / "given.toml"
+    text = '[broker]\n# one hour\n"log.retention.ms" = 3600000\n"num.partitions" = 2\n'
+    given.write_text(text)
+    with running_cluster(data_dir, "--config", str(given)) as c:
+        (backup,) = data_dir.glob("rlog.toml.*.bak")
+        assert backup.read_text() == made
+        (note,) = [line for line in c.up_err.splitlines() if "kept as" in line]
+        assert str(given) in note and str(backup.resolve()) in note, c.up_err
+        assert copy.read_text() == text
+        assert ok(c.run("config", "path")).out == f"{copy}\n"
+        ok(c.run("config", "set", "log.retention.ms", "7200000"))
+        assert given.read_text() == text
+        assert '"log.retention.ms" = 7200000' in copy.read_text()
+        assert "# one hour" in copy.read_text()  # comments kept
+        # rlogd watches the copy: a hand edit of it applies too.
+        copy.write_text(copy.read_text().replace("7200000", "1800000"))
+        deadline = time.monotonic() + 20
+        while _config_value(c, "log.retention.ms") != 1800000:
+            assert time.monotonic() < deadline, "the edit of the copy was not applied"
+            time.sleep(0.2)
+        # --config FILE while it runs, and FILE is not its copy: refused, nothing copied.
+        refused = c.run("cluster", "up", "--config", str(given))
+        one_line_error(refused, 1, "already running", "rlog config set")
+        assert "1800000" in copy.read_text()
+
+    # Up again without --config: the copy, as edited, is the cluster's config.
+    with running_cluster(data_dir) as c:
+        assert _config_value(c, "log.retention.ms") == 1800000
+        assert _config_value(c, "num.partitions") == 2
+        assert "kept as" not in c.up_err and "Copied" not in c.up_err
+        assert len(list(data_dir.glob("rlog.toml.*.bak"))) == 1
 
 
 def test_up_prints_table_and_export(tmp_path: Path) -> None:

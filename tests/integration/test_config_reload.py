@@ -11,7 +11,9 @@ import uuid
 from pathlib import Path
 
 from confluent_kafka import KafkaError, Producer
-from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic, ResourceType
+from kafka.admin import ConfigResource as KafkaConfigResource
+from kafka.admin import ConfigResourceType, KafkaAdminClient
 
 from rlog.daemon.events import read_events
 from support.cluster import Cluster
@@ -95,3 +97,53 @@ def test_edits_apply_live_or_are_refused_or_wait_for_a_restart(
     done = rlog(cluster, "config", "set", "num.partitions", "5")
     assert done.returncode == 0 and "needs a restart: [broker] num.partitions" in done.stdout
     assert config_value(cluster, "num.partitions") == 1
+
+
+def test_a_cluster_default_shows_on_the_broker_and_flags_are_not_file_edits(
+    cluster_factory,
+) -> None:
+    # rlogd runs with --brokers and --base-port (tests/support), over a file that sets neither.
+    cluster = cluster_factory(brokers=1, config_text='[broker]\n"min.insync.replicas" = 1\n')
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    topic = f"defaults-{uuid.uuid4().hex[:6]}"
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=15)
+
+    # Only what the edit changed is reported: not the flags' base_port and brokers.
+    done = rlog(cluster, "config", "set", "min.insync.replicas", "2")
+    assert done.returncode == 0, done.stderr
+    assert "applied min.insync.replicas=2" in done.stdout
+    assert "needs a restart" not in done.stdout, done.stdout
+    assert "override" not in done.stdout, done.stdout
+
+    # The cluster-wide dynamic default shows on the broker as on the topic, as Kafka shows it.
+    broker = ConfigResource(ResourceType.BROKER, "1")
+    (future,) = admin.describe_configs([broker]).values()
+    entries = future.result(timeout=15)
+    assert entries["min.insync.replicas"].value == "2"
+    assert entries["min.insync.replicas"].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+    assert not entries["min.insync.replicas"].is_read_only
+    assert entries["num.partitions"].source == ConfigSource.STATIC_BROKER_CONFIG.value
+    (future,) = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)]).values()
+    assert future.result(timeout=15)["min.insync.replicas"].value == "2"
+    # kafka-python reads the same (its DescribeConfigs, not librdkafka's).
+    legacy = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=15_000)
+    try:
+        answer = legacy.describe_configs(
+            [KafkaConfigResource(ConfigResourceType.BROKER, "1")], config_filter="all"
+        )
+    finally:
+        legacy.close()
+    (described,) = answer["broker"].values()
+    assert described["min.insync.replicas"]["value"] == "2"
+    assert described["min.insync.replicas"]["config_source"] == "DYNAMIC_DEFAULT_BROKER_CONFIG"
+
+    # Editing a key a flag sets changes nothing, and says so once (the file did change it).
+    port = cluster.base_port
+    done = rlog(cluster, "config", "set", "base_port", str(port + 100))
+    assert done.returncode == 0, done.stderr
+    assert f"rlogd's flags override the file: --base-port {port}" in done.stdout, done.stdout
+    assert "needs a restart" not in done.stdout
+    assert config_value(cluster, "base_port") == port
+    done = rlog(cluster, "config", "set", "log.retention.ms", "3600000")
+    assert done.returncode == 0, done.stderr
+    assert "override" not in done.stdout and "needs a restart" not in done.stdout, done.stdout

@@ -9,6 +9,7 @@ import asyncio
 import fcntl
 import os
 import pty
+import re
 import select
 import struct
 import subprocess
@@ -108,6 +109,21 @@ def columns(app: RlogTui, selector: str) -> list[str]:
 
 def row_keys(app: RlogTui, selector: str) -> list[str]:
     return [str(key.value) for key in table(app, selector).rows]
+
+
+def shown_lines(app: RlogTui, selector: str) -> list[str]:
+    """A table's lines as they are on screen: cut to its width, scrolled as it is."""
+    found = table(app, selector)
+    return [found.render_line(y).text for y in range(found.size.height)]
+
+
+def shown_leo_cells(app: RlogTui, row: str, brokers: tuple[int, ...]) -> tuple[list[str], list]:
+    """(the last cells of ``row`` as the screen shows them, its LEO cells as the table has
+    them): equal when every broker's LEO is on screen, whole. Cells are two spaces apart."""
+    found = table(app, "#partition-table")
+    line = shown_lines(app, "#partition-table")[found.get_row_index(row) + 1]  # + the header
+    cells = [str(found.get_cell(row, f"{b} LEO")) for b in brokers]
+    return re.split(r"\s{2,}", line.strip())[-len(brokers) :], cells
 
 
 def status(app: RlogTui) -> str:
@@ -248,6 +264,42 @@ def test_kill_shows_the_exit_and_the_replica_out_of_sync(cluster_factory: Cluste
             )
             assert "2!" not in cell(app, "#partition-table", "orders-0", "REPLICAS")
             assert "under-replicated" in status(app)
+
+    try:
+        run(body)
+    finally:
+        collector.close()
+
+
+@pytest.mark.integration
+def test_three_brokers_leos_fit_in_80_columns(cluster_factory: ClusterFactory) -> None:
+    cluster = cluster_factory(brokers=3, config_text=CONFIG)
+    settings = settings_for(cluster)
+    topic = "payments-eu-west"  # a name as long as real ones: the LEO columns got cut off
+    ClusterActions(settings).create_topic(topic, 2, 3)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(300):
+        producer.produce(topic, value=b"%d" % i, partition=i % 2)
+    assert producer.flush(15) == 0
+    app, collector = live_app(settings)
+    rows = [f"{topic}-0", f"{topic}-1"]
+
+    def caught_up() -> bool:
+        return all(
+            str(cell(app, "#partition-table", row, f"{b} LEO")).startswith("150 ")
+            for row in rows
+            for b in (1, 2, 3)
+        )
+
+    async def body() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, "every replica at offset 150", caught_up)
+            await pilot.pause()
+            header = shown_lines(app, "#partition-table")[0]
+            assert re.split(r"\s{2,}", header.strip())[-3:] == ["1 LEO", "2 LEO", "3 LEO"]
+            for row in rows:
+                shown, cells = shown_leo_cells(app, row, (1, 2, 3))
+                assert shown == cells, f"{row}: {shown} on screen, {cells} in the table"
 
     try:
         run(body)
@@ -845,6 +897,41 @@ def test_every_panel_is_usable_at_80x24(utc: None) -> None:
             await pilot.press("escape")
             await pilot.pause()
             assert not isinstance(app.screen, CreateTopicScreen)
+
+    run(body, timeout_s=20)
+
+
+def test_every_brokers_leo_and_lag_fit_in_80_columns_and_bars_widen_with_the_screen() -> None:
+    # The fixed cluster's partitions under a topic name as long as real ones.
+    topic = "payments-eu-west"
+    snapshot = replace(LATER, partitions=tuple(replace(p, topic=topic) for p in LATER.partitions))
+    rows = [f"{topic}-{number}" for number in range(3)]
+    app = fixed_app()
+
+    def lagging() -> str:  # broker 2's replica of partition 0: 100 behind
+        return cell(app, "#partition-table", rows[0], "2 LEO")
+
+    async def resize(pilot: Pilot[None], width: int) -> None:
+        await pilot.resize_terminal(width, SIZE[1])
+        await pilot.pause()
+        await pilot.pause()
+        header = shown_lines(app, "#partition-table")[0]
+        assert re.split(r"\s{2,}", header.strip())[-3:] == ["1 LEO", "2 LEO", "3 LEO"], header
+        for row in rows:
+            shown, cells = shown_leo_cells(app, row, (1, 2, 3))
+            assert shown == cells, f"at {width}: {row}: {shown} on screen, {cells} in the table"
+
+    async def body() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            app.show_snapshot(snapshot)
+            await resize(pilot, SIZE[0])
+            assert lagging() == "80 -100"  # at 80 columns: the numbers, no bars
+            await resize(pilot, 120)
+            assert lagging() == "80 █▊·· -100"  # wide: the whole bars
+            await resize(pilot, 90)
+            assert lagging() == "80 ▉· -100"  # between: shorter bars
+            await resize(pilot, SIZE[0])
+            assert lagging() == "80 -100"
 
     run(body, timeout_s=20)
 

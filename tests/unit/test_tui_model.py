@@ -21,6 +21,7 @@ from confluent_kafka.admin import (
     MemberAssignment,
     MemberDescription,
 )
+from rich.text import Text
 
 from rlog.cli import replicas, txn
 from rlog.cli.discovery import Settings
@@ -153,6 +154,22 @@ def test_partition_rows_have_leo_and_lag_per_broker() -> None:
     assert second[2] == "none" and second[6] == "-"
     assert second[7:10] == ["- ????"] * 3
     assert all(len(plain(r)) == len(columns) for r in rows)
+
+
+def test_partition_rows_keep_the_widest_lag_bars_that_fit() -> None:
+    lagging = partition(number=0, isr=(1, 3), leos={1: 150, 2: 80, 3: 150}, hw=120)
+    parts = [lagging]
+    columns = model.partition_columns(parts)
+    wide = model.table_width(columns, model.partition_rows(parts))
+    assert model.fitting_partition_rows(parts, width=None)[0] == model.BAR_WIDTH
+    assert model.fitting_partition_rows(parts, width=wide)[0] == model.BAR_WIDTH
+    bar_width, rows = model.fitting_partition_rows(parts, width=wide - 1)
+    assert bar_width == 2 and plain(rows[0])[7:] == ["150 ██", "80 █▏ -70", "150 ██"]
+    bar_width, rows = model.fitting_partition_rows(parts, width=40)  # too narrow for any
+    assert bar_width == 0 and plain(rows[0])[7:] == ["150", "80 -70", "150"]
+    # The width a DataTable needs: each column's widest cell or header, one space each side.
+    assert model.table_width(("A", "BB"), [("k", (Text("xyz"), Text("")))]) == 9
+    assert model.table_width(("A",), []) == 3
 
 
 def test_lag_is_behind_the_leaders_leo() -> None:

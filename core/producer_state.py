@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from rlog.core import limits
 from rlog.core.protocol.errors import ErrorCode
@@ -88,6 +88,20 @@ def _next_sequence(sequence: int) -> int:
 
 def _last_sequence(header: BatchHeader) -> int:
     return (header.base_sequence + header.last_offset_delta) % SEQUENCE_MODULUS
+
+
+@dataclass(frozen=True)
+class ProducerStateCopy:
+    """The whole state at `end_offset`, kept in memory so a truncation can start from it."""
+
+    end_offset: int
+    entries: tuple[ProducerEntry, ...]
+    ongoing: dict[int, int]
+    unreplicated: tuple[CompletedTxn, ...]
+
+
+def _copy_entry(entry: ProducerEntry) -> ProducerEntry:
+    return replace(entry, batches=deque(entry.batches, maxlen=entry.batches.maxlen))
 
 
 class ProducerStateManager:
@@ -283,6 +297,21 @@ class ProducerStateManager:
             self._entries[entry.producer_id] = entry
             if entry.current_txn_first_offset >= 0:
                 self._ongoing[entry.producer_id] = entry.current_txn_first_offset
+
+    def copy_state(self) -> ProducerStateCopy:
+        return ProducerStateCopy(
+            self.end_offset,
+            tuple(_copy_entry(entry) for entry in self._entries.values()),
+            dict(self._ongoing),
+            tuple(self._unreplicated),
+        )
+
+    def restore(self, state: ProducerStateCopy) -> None:
+        """Back to `state` (copied again: it may be restored more than once)."""
+        self._entries = {entry.producer_id: _copy_entry(entry) for entry in state.entries}
+        self._ongoing = dict(state.ongoing)
+        self._unreplicated = list(state.unreplicated)
+        self.end_offset = state.end_offset
 
     def clear(self, end_offset: int = 0) -> None:
         self._entries.clear()

@@ -19,7 +19,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
-from rlog.core.producer_state import CompletedTxn, Marker, ProducerStateManager
+from rlog.core.producer_state import (
+    CompletedTxn,
+    Marker,
+    ProducerStateCopy,
+    ProducerStateManager,
+)
 from rlog.core.records import (
     BatchHeader,
     Compression,
@@ -46,6 +51,10 @@ from rlog.core.storage.producer_snapshot import (
 )
 from rlog.core.storage.segment import LogSegment
 from rlog.core.storage.txn_index import AbortedTxn
+
+PRODUCER_MARK_BATCHES = 1024  # batches appended between in-memory copies of the producer state
+PRODUCER_MARK_BATCHES_PER_PRODUCER = 4
+PRODUCER_MARKS_KEPT = 4  # copies kept: a truncation deeper than these replays from disk
 
 
 class OffsetOutOfRangeError(Exception):
@@ -122,6 +131,11 @@ class Log:
         self.producers = ProducerStateManager()
         # Where the last rebuild of the producer state began replaying the log.
         self.producer_replay_start = 0
+        # In-memory copies of the producer state at recent offsets (oldest first), so that
+        # cutting a follower's divergent tail replays a few batches, not the whole active
+        # segment since its last snapshot on disk (tens of thousands of small batches).
+        self._producer_marks: list[ProducerStateCopy] = []
+        self._batches_since_mark = 0
         lost = [s.base_offset for s in self._segments if s.txn_index_lost]
         self.reload_producer_state(min([recovery_point, self.log_end_offset, *lost]))
 
@@ -220,7 +234,19 @@ class Log:
             headers = [read_header(data, position) for position, _ in batches]
         self._write(data, headers, now_ms)
         self._apply_to_producers(data, batches, headers, self.active_segment)
+        self._batches_since_mark += len(headers)
+        due = max(PRODUCER_MARK_BATCHES, PRODUCER_MARK_BATCHES_PER_PRODUCER * len(self.producers))
+        if self._batches_since_mark >= due:
+            self._mark_producer_state()
         return _append_info(headers, now_ms if stamp_time else -1)
+
+    def _mark_producer_state(self) -> None:
+        # Every PRODUCER_MARK_BATCHES batches at least, and never more often than one entry
+        # copied per PRODUCER_MARK_BATCHES_PER_PRODUCER batches: the copies cost per producer.
+        self._batches_since_mark = 0
+        if self.producers.end_offset == self.log_end_offset:
+            self._producer_marks.append(self.producers.copy_state())
+            del self._producer_marks[:-PRODUCER_MARKS_KEPT]
 
     def _apply_to_producers(
         self,
@@ -456,10 +482,11 @@ class Log:
         snapshot at or below `good_to`, replaying the batches after it. Snapshots past the LEO
         are deleted (their offsets are no longer this log's)."""
         start = None
+        mark = self._producer_mark_at_or_below(good_to)
         for offset in reversed(list_snapshots(self._fs, self.dir_path)):
             if offset > self.log_end_offset or offset < self._segments[0].base_offset:
                 self._remove_snapshot(offset)
-            elif start is None and offset <= good_to:
+            elif start is None and offset <= good_to and (mark is None or offset > mark.end_offset):
                 try:
                     entries = read_snapshot(self._fs, self.dir_path, offset)
                 except CorruptSnapshotError:
@@ -467,6 +494,9 @@ class Log:
                     continue
                 self.producers.load(entries, offset)
                 start = offset
+        if start is None and mark is not None:
+            self.producers.restore(mark)
+            start = mark.end_offset
         if start is None:
             start = self._log_start_offset
             self.producers.clear(start)
@@ -478,6 +508,12 @@ class Log:
                 else:
                     segment.txn_index.truncate_to(start)
                 self._replay_into_producers(segment, start)
+
+    def _producer_mark_at_or_below(self, offset: int) -> ProducerStateCopy | None:
+        """The latest in-memory copy at or below `offset` still inside the log."""
+        floor = self._segments[0].base_offset
+        usable = [m for m in self._producer_marks if floor <= m.end_offset <= offset]
+        return usable[-1] if usable else None
 
     def _replay_into_producers(self, segment: LogSegment, start: int) -> None:
         for position, header in segment.batches_from(start):
@@ -584,6 +620,9 @@ class Log:
         self._recovery_point = min(self._recovery_point, log_end_offset)
         self._log_start_offset = min(self._log_start_offset, log_end_offset)
         self._forget_snapshots_from(log_end_offset + 1)
+        # A copy past the new end describes batches this log no longer holds.
+        self._producer_marks = [m for m in self._producer_marks if m.end_offset <= log_end_offset]
+        self._batches_since_mark = 0
         self.reload_producer_state(log_end_offset)
 
     def _forget_snapshots_from(self, offset: int) -> None:
@@ -605,6 +644,8 @@ class Log:
         self._recovery_point = offset
         self._dir_needs_sync = True
         self._forget_snapshots_from(0)
+        self._producer_marks = []
+        self._batches_since_mark = 0
         self.producers.clear(offset)
         self.producer_replay_start = offset
 

@@ -85,6 +85,7 @@ from rlog.core.protocol.apis import SUPPORTED, ApiKey, api_versions_body
 from rlog.core.protocol.errors import ErrorCode
 from rlog.core.records import build_batch, decode_batch, iter_batches
 from rlog.core.replication import AlterPartitionResponse, ProposeIsr, Replica
+from rlog.core.storage import log as storage_log
 from rlog.core.storage.config import LogConfig
 from rlog.core.storage.files import FileSlice
 from rlog.core.storage.log import Log
@@ -104,6 +105,11 @@ REQUEST_TIMEOUT_MS = 1_000  # broker-to-broker and broker-to-controller requests
 FETCH_MAX_BYTES = 64 * 1024
 FETCH_WAIT_MAX_MS = 100  # how long a leader holds a follower's fetch with nothing new
 LOG_CONFIG = LogConfig(segment_bytes=4096)
+# The brokers copy their producer state in memory every 1024 batches, so that cutting a short
+# divergent tail replays a few batches; segments this small roll (and snapshot) long before
+# that, so copy every few batches here to put restores from the copies under the faults too.
+storage_log.PRODUCER_MARK_BATCHES = 4
+storage_log.PRODUCER_MARK_BATCHES_PER_PRODUCER = 1
 FAULT_KINDS = (
     *("crash", "crash", "pause", "isolate", "cut-controller", "cut-peers", "controller"),
     *("disk-fail", "crash-all"),

@@ -8,6 +8,8 @@ import struct
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rlog.core.producer_state import BatchMetadata, ProducerEntry, ProducerStateError
 from rlog.core.protocol.errors import ErrorCode
@@ -283,3 +285,91 @@ def test_an_abort_whose_marker_rolled_into_the_next_segment_is_listed_for_the_on
     assert [t.producer_id for t in log.segments[1].txn_index.entries] == [2]
     aborted = log.aborted_transactions(0, first_segment_end)
     assert sorted((t.producer_id, t.first_offset) for t in aborted) == [(2, 0), (4, 1)]
+
+
+# ---- in-memory copies of the producer state: a truncation replays little ----
+
+
+def _producer_view(log: Log) -> tuple[object, ...]:
+    """Everything a rebuild must get right: entries, open and unreplicated transactions, the
+    aborted index. Raises the HW to the LEO to tell open transactions from closed ones."""
+    entries = sorted(
+        (e.producer_id, e.epoch, tuple(e.batches), e.coordinator_epoch, e.current_txn_first_offset)
+        for e in log.producers.entries
+    )
+    unstable = log.producers.first_unstable_offset()  # closed transactions count: no HW yet
+    log.producers.on_high_watermark(log.log_end_offset)
+    return (
+        entries,
+        unstable,
+        log.producers.first_unstable_offset(),  # only the open ones
+        log.producers.end_offset,
+        log.aborted_transactions(0, log.log_end_offset + 1),
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    steps=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 9)), min_size=5, max_size=80),
+    cut_back=st.integers(0, 30),
+)
+def test_a_truncation_from_an_in_memory_copy_equals_a_full_replay(
+    tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[int, int]], cut_back: int
+) -> None:
+    """Copies every 3 batches; random idempotent and transactional traffic; cut somewhere near
+    the end; the state must equal a replay of the whole log (what a restart without snapshots
+    does)."""
+    from rlog.core.storage import log as log_module
+
+    directory = tmp_path_factory.mktemp("marks")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(log_module, "PRODUCER_MARK_BATCHES", 3)
+        patch.setattr(log_module, "PRODUCER_MARK_BATCHES_PER_PRODUCER", 0)
+        log = _open(directory, LogConfig())
+        sequences = {1: 0, 2: 0, 3: 0}
+        open_txn: set[int] = set()
+        for kind, arg in steps:
+            pid = 1 + arg % 3
+            if kind == 0 and pid not in open_txn:  # a plain idempotent batch
+                log.append(_batch(pid, sequences[pid], 1 + arg % 2), 0)
+                sequences[pid] += 1 + arg % 2
+            elif kind == 1:  # a transactional batch
+                log.append(_batch(pid, sequences[pid], 1, txn=True), 0)
+                sequences[pid] += 1
+                open_txn.add(pid)
+            elif pid in open_txn:  # end it
+                log.append(_marker(pid, commit=arg % 2 == 0), 0)
+                open_txn.discard(pid)
+        cut = max(0, log.log_end_offset - cut_back)
+        marks = [m.end_offset for m in log._producer_marks if 0 < m.end_offset <= cut]
+        log.truncate_to(cut)
+        replayed_from = log.producer_replay_start
+        view = _producer_view(log)
+    log.close()
+    # No snapshot files, no copies: the whole log replayed from its start.
+    for offset in list_snapshots(RealFileSystem(), str(directory)):
+        os.remove(snapshot_path(str(directory), offset))
+    for index in Path(directory).glob("*.txnindex"):
+        os.remove(index)
+    reopened = _open(directory, LogConfig(), recovery_point=0)
+    assert reopened.producer_replay_start == 0
+    assert _producer_view(reopened) == view
+    if marks and cut < log.log_end_offset + cut_back:  # it cut something: a copy was used
+        assert replayed_from == max(marks)
+
+
+def test_cutting_a_short_tail_replays_from_the_latest_copy_not_the_segment_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rlog.core.storage import log as log_module
+
+    monkeypatch.setattr(log_module, "PRODUCER_MARK_BATCHES", 8)
+    log = _open(tmp_path, LogConfig())  # one segment: no snapshot on disk to start from
+    for sequence in range(30):
+        log.append(_batch(1, sequence), 0)
+    log.truncate_to(29)
+    assert log.producer_replay_start == 24  # the copy after batch 24, not offset 0
+    entry = log.producers.entry(1)
+    assert entry is not None and entry.last_sequence == 28
+    log.truncate_to(20)  # below the copies left (24 is gone with the cut): the one at 16
+    assert log.producer_replay_start == 16

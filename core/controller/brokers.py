@@ -66,6 +66,13 @@ def expire_sessions(state: ControllerState, now_ms: int) -> None:
             fence_broker(state, broker.broker_id, "session expired")
 
 
+def extend_sessions(state: ControllerState, by_ms: int) -> None:
+    """The controller was not running for `by_ms` (a stall, a pause, a starved CPU): no
+    heartbeat could be heard meanwhile, so that time does not count against any session."""
+    for broker_id, last_contact_ms in state.last_contact_ms.items():
+        state.last_contact_ms[broker_id] = last_contact_ms + by_ms
+
+
 def start_sessions(state: ControllerState, now_ms: int) -> None:
     """Every unfenced broker gets a session from now (a starting controller): it may be alive
     and must keep its registration. A fenced one leads nothing, and after a clean stop of the

@@ -39,6 +39,10 @@ from rlog.core.controller.invariants import LeaderHistory, check_image
 from rlog.core.controller.state import ControllerState
 from rlog.core.metadata.image import MetadataImage
 
+# The daemon shows the controller the time every 100 ms (ticks) and at every request: a gap this
+# long between two moments means the controller did not run in between.
+STALL_MS = 1000
+
 Handler = Callable[[ControllerState, Any, int], ControllerResponse]
 
 HANDLERS: dict[type, Handler] = {
@@ -105,6 +109,11 @@ class Controller:
             brokers.start_sessions(self._state, now_ms)
             self._next_rebalance_ms = now_ms + self._config.leader_imbalance_check_interval_ms
         assert self._now_ms is None or now_ms >= self._now_ms, "the clock went back"
+        if self._now_ms is not None and now_ms - self._now_ms > STALL_MS:
+            # Heartbeats sent meanwhile wait unread in the sockets: judging sessions now would
+            # fence every broker for the controller's own absence (a CPU starved by a loaded
+            # machine fenced all three brokers of a cluster at once).
+            brokers.extend_sessions(self._state, now_ms - self._now_ms)
         self._now_ms = now_ms
 
     # ---- output ----

@@ -14,15 +14,16 @@ commits survive coordinator failover) and the group's generation surviving it; a
 end, I11: everything settles and a last produce is acknowledged.
 
 Faults, chosen by the seed, one at a time and each for a bounded time (the premise of the promise:
-fewer than min.insync replicas fail): broker crash (kill -9, or power loss that drops unsynced
-bytes and may tear one file), restart, pause (SIGSTOP: messages queue, timers freeze), isolating
-one broker (all its links, or only to the controller, or only to the other brokers), controller
-crash/restart, a failing disk (mostly the leader's: every write, fsync and truncation fails with
-EIO; on half of them the broker takes its log dir offline, as the daemon does, and restarts once
-the disk heals), and every process crashing at once (a power loss when the seed's topics fsync
-every message, flush.messages=1, as Kafka promises nothing to a correlated power loss without it;
-else a kill -9 of all, after which every broker restarts uncleanly and the partitions recover with
-the longest log); group clients crashing, leaving and joining; and always-on message
+fewer than min.insync replicas fail): broker crash (kill -9, or power loss that drops unsynced bytes
+and may tear one file), restart, pause (SIGSTOP: messages queue, timers freeze), isolating one
+broker (all its links, or only to the controller, or only to the other brokers), controller
+crash/restart, a paused controller (5 or 15 s, well past the brokers' sessions: it must not fence
+them for its own absence), a failing disk (mostly the leader's: every write, fsync and truncation
+fails with EIO; on half of them the broker takes its log dir offline, as the daemon does, and
+restarts once the disk heals), and every process crashing at once (a power loss when the seed's
+topics fsync every message, flush.messages=1, as Kafka promises nothing to a correlated power loss
+without it; else a kill -9 of all, after which every broker restarts uncleanly and the partitions
+recover with the longest log); group clients crashing, leaving and joining; and always-on message
 delay/drop/duplication/reordering at seeded rates. Each broker start serves Fetch up to v11 or v12,
 so followers use both, chosen from their leader's ApiVersions as the daemon's are.
 
@@ -112,7 +113,7 @@ storage_log.PRODUCER_MARK_BATCHES = 4
 storage_log.PRODUCER_MARK_BATCHES_PER_PRODUCER = 1
 FAULT_KINDS = (
     *("crash", "crash", "pause", "isolate", "cut-controller", "cut-peers", "controller"),
-    *("disk-fail", "crash-all"),
+    *("disk-fail", "crash-all", "pause-controller"),
 )
 TICK_MS = 50  # how often a broker's core hears the time (the daemon's TICK_INTERVAL_MS)
 METADATA_CHUNK = 200  # metadata records per answer to a broker's metadata fetch
@@ -210,6 +211,7 @@ class ControllerNode:
             leader_imbalance_check_interval_ms=5_000,
         )
         self.alive = False
+        self.paused_until: int | None = None  # SIGSTOP: requests queue, ticks stop
         self.controller: Controller | None = None
         self.log: Log | None = None
         self.committed: list[tuple[int, Any]] = []
@@ -236,6 +238,7 @@ class ControllerNode:
 
     def crash(self, power_loss: bool) -> None:
         self.alive = False
+        self.paused_until = None
         self.controller = self.log = None
         self.fs.crash(self.sim.rng, power_loss=power_loss)
 
@@ -831,7 +834,7 @@ class Simulation:
         for envelope in self.network.due(self.now_ms):
             self.trace(f"{envelope.src}>{envelope.dst} {envelope.kind}")
             self._deliver(envelope)
-        if self.controller.alive:
+        if self.controller.alive and self.controller.paused_until is None:
             self.controller.tick()
         for broker in self.brokers.values():
             if broker.alive and broker.paused_until is None:
@@ -897,29 +900,38 @@ class Simulation:
             self.txns.receive(*envelope.body)
             return
         if dst == CONTROLLER:
-            if self.controller.alive:
-                self.controller.receive(envelope)
+            if not self.controller.alive:
+                return
+            if self.controller.paused_until is not None:
+                self._hold(envelope, self.controller.paused_until)
+                return
+            self.controller.receive(envelope)
             return
         broker = self.brokers[dst]
         if not broker.alive:
             return
-        if broker.paused_until is not None:  # queued in its socket buffers until it resumes
-            envelope.deliver_ms = broker.paused_until
-            self.network.sequence += 1
-            envelope.sequence = self.network.sequence
-            heapq.heappush(self.network.queue, envelope)
+        if broker.paused_until is not None:
+            self._hold(envelope, broker.paused_until)
             return
         broker.receive(envelope)
 
+    def _hold(self, envelope: Envelope, until_ms: int) -> None:
+        """A stopped process's socket buffers: delivered once it resumes."""
+        envelope.deliver_ms = until_ms
+        self.network.sequence += 1
+        envelope.sequence = self.network.sequence
+        heapq.heappush(self.network.queue, envelope)
+
     # ---- faults ----
 
-    def _resume(self, broker_id: int) -> None:
-        """SIGCONT: what queued in the broker's socket buffers while it was stopped is read now,
+    def _resume(self, target: Any) -> None:
+        """SIGCONT: what queued in the process's socket buffers while it was stopped is read now,
         also when the pause ends early (the last heal), not at the time it was due to end."""
-        self.brokers[broker_id].paused_until = None
+        node = self.controller if target == CONTROLLER else self.brokers[target]
+        node.paused_until = None
         queue = self.network.queue
         for envelope in queue:
-            if envelope.dst == broker_id and envelope.deliver_ms > self.now_ms:
+            if envelope.dst == target and envelope.deliver_ms > self.now_ms:
                 envelope.deliver_ms = self.now_ms
         heapq.heapify(queue)
 
@@ -971,6 +983,10 @@ class Simulation:
                 self._tell_controller_exited(self.brokers[target])
         elif kind == "pause":
             self.brokers[target].paused_until = self.now_ms + duration_ms
+        elif kind == "pause-controller":  # its clock stops: it must not fence for its absence
+            target = CONTROLLER
+            self.controller.paused_until = self.now_ms + rng.choice((5_000, 15_000))
+            duration_ms = self.controller.paused_until - self.now_ms
         elif kind in ("isolate", "cut-controller", "cut-peers"):
             others: list[Any] = []
             if kind != "cut-peers":
@@ -1015,7 +1031,7 @@ class Simulation:
                 broker.crash(power_loss=False)
                 self._tell_controller_exited(broker)
                 broker.start()
-        elif kind == "pause":
+        elif kind in ("pause", "pause-controller"):
             self._resume(target)
         elif kind == "controller":
             self.controller.start()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 import itertools
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +116,15 @@ class Driver:
         self.controller.tick(self.now_ms)
         self.flush()
         return self.durable[start:]
+
+    def pass_time(self, ms: int, *, beats: Sequence[int]) -> None:
+        """Let `ms` pass with no tick, the controller seeing the time (every 100 ms, closer than
+        its STALL_MS) only through heartbeats from `beats`."""
+        end = self.now_ms + ms
+        while self.now_ms < end:
+            self.now_ms = min(end, self.now_ms + 100)
+            for broker_id in beats:
+                self.heartbeat(broker_id)
 
     # -- brokers --
 
@@ -565,7 +574,8 @@ def test_duplicate_registration_while_the_session_lives() -> None:
     assert duplicate.error == ErrorCode.DUPLICATE_BROKER_REGISTRATION
     retry = driver.register(1)  # the same incarnation may register again: a new epoch
     assert retry.error == ErrorCode.NONE and retry.broker_epoch > 0
-    driver.now_ms += driver.config.broker_session_timeout_ms + 1
+    driver.heartbeating.discard(1)  # it stopped
+    driver.wait(driver.config.broker_session_timeout_ms + 1)
     restarted = driver.register(1, incarnation="after-restart")
     assert restarted.error == ErrorCode.NONE and restarted.broker_epoch > retry.broker_epoch
 
@@ -583,7 +593,8 @@ def test_reregistering_leader_moves_its_leadership_first() -> None:
         brokers 1 2 3
         create orders partitions=1 rf=3
     """)
-    driver.now_ms += driver.config.broker_session_timeout_ms + 1  # no tick has run yet
+    # Brokers 2 and 3 heartbeat (the controller sees the time pass), no tick has run yet.
+    driver.pass_time(driver.config.broker_session_timeout_ms + 1, beats=(2, 3))
     start = len(driver.durable)
     epoch = driver.register(1, incarnation="restarted").broker_epoch
     new_records = driver.durable[start:]
@@ -620,6 +631,9 @@ def test_restarted_controller_fences_silent_brokers_after_a_full_session() -> No
     ready = restarted.ready()
     assert ready.records == []
     restarted.advance(ready)
+    for now_ms in range(1_000_100, 1_000_000 + driver.config.broker_session_timeout_ms, 100):
+        restarted.tick(now_ms)  # every 100 ms, as the daemon ticks
+        restarted.advance(restarted.ready())
     restarted.tick(1_000_000 + driver.config.broker_session_timeout_ms + 1)
     ready = restarted.ready()
     assert [r for r in ready.records if isinstance(r, FenceBroker)] == [
@@ -652,7 +666,8 @@ def test_a_process_exit_fences_at_once_and_its_successor_registers_at_once() -> 
 
 def test_a_late_exit_notice_does_not_touch_the_next_incarnation() -> None:
     driver = run_script("brokers 1 2\ncreate t partitions=2 rf=2")
-    driver.now_ms += driver.config.broker_session_timeout_ms + 1
+    driver.heartbeating.discard(1)  # its first process stopped
+    driver.wait(driver.config.broker_session_timeout_ms + 1)
     driver.register(1, incarnation="second")
     driver.heartbeat(1)  # caught up: unfenced again
     assert not driver.controller.image.brokers[1].fenced
@@ -665,6 +680,22 @@ def test_a_late_exit_notice_does_not_touch_the_next_incarnation() -> None:
     )
     unknown = driver.call(BrokerProcessExitedRequest, broker_id=9, incarnation_id="x")
     assert not unknown.fenced
+
+
+def test_time_the_controller_did_not_run_does_not_count_against_sessions() -> None:
+    """A controller stalled past a session (a starved CPU, a SIGSTOP) fences nobody for its
+    own absence; a broker still silent a full session after it is fenced."""
+    driver = run_script("brokers 1 2\ncreate t partitions=2 rf=2")
+    driver.heartbeating.discard(2)  # broker 2 dies during the stall
+    driver.now_ms += 3 * driver.config.broker_session_timeout_ms  # the controller did not run
+    assert driver.tick() == []
+    assert not driver.controller.image.brokers[1].fenced
+    start = len(driver.durable)
+    driver.wait(driver.config.broker_session_timeout_ms + 1000)  # broker 1 heartbeats again
+    fenced = [r for r in driver.durable[start:] if isinstance(r, FenceBroker)]
+    assert fenced == [FenceBroker(2, driver.epochs[2])]
+    assert not driver.controller.image.brokers[1].fenced
+    assert driver.controller.image.brokers[2].fenced
 
 
 def test_a_finished_controlled_shutdown_ends_the_session() -> None:
@@ -983,9 +1014,10 @@ def test_empty_ready_and_tick_records_without_responses() -> None:
     ready = driver.controller.ready()
     assert ready.is_empty
     driver.controller.advance(ready)
-    driver.now_ms = 20_000
-    records = driver.tick()
-    assert records == [FenceBroker(1, driver.epochs[1])]
+    driver.heartbeating.discard(1)
+    start = len(driver.durable)
+    driver.wait(20_000 - driver.now_ms)
+    assert driver.durable[start:] == [FenceBroker(1, driver.epochs[1])]
 
 
 def test_the_clock_never_goes_back() -> None:

@@ -79,6 +79,7 @@ from pyspark.sql import Row
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
+from ..kafka_calls import call_with_deadline
 from .options import RlogOptionError, WriteOptions
 
 log = logging.getLogger(__name__)
@@ -338,9 +339,17 @@ def write_rows_exactly_once(
                 options.marker_topic, 0, slot.batch_id + 1, metadata=f"spark batch {slot.batch_id}"
             )
             group = consumer.consumer_group_metadata()
-            _retrying(
+            # Bounded: librdkafka may block here forever if the group coordinator dies (see
+            # rlog.kafka_calls); the task then fails and Spark's next attempt fences this one.
+            call_with_deadline(
                 "send_offsets_to_transaction",
-                lambda: producer.send_offsets_to_transaction([marker], group, REQUEST_TIMEOUT_S),
+                lambda: _retrying(
+                    "send_offsets_to_transaction",
+                    lambda: producer.send_offsets_to_transaction(
+                        [marker], group, REQUEST_TIMEOUT_S
+                    ),
+                ),
+                3 * REQUEST_TIMEOUT_S,
             )
             _retrying("commit_transaction", lambda: producer.commit_transaction(REQUEST_TIMEOUT_S))
         except BaseException:

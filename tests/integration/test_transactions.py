@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from rlog.core.protocol.apis import ApiKey
 from rlog.daemon.wire import BlockingKafkaClient
+from rlog.kafka_calls import CallTimedOut, call_with_deadline
 from support.cluster import Cluster, start_cluster
 from support.replication import CONFIG, partition_state, wait_for
 
@@ -382,11 +383,19 @@ class _Pipeline:
                 self.producer.produce(
                     self.sink, value=b"out-" + message.value(), partition=message.partition()
                 )
-            self.producer.send_offsets_to_transaction(
-                self.consumer.position(self.consumer.assignment()),
-                self.consumer.consumer_group_metadata(),
-                30,
-            )
+            positions = self.consumer.position(self.consumer.assignment())
+            group = self.consumer.consumer_group_metadata()
+            try:  # librdkafka may block here forever when the group coordinator dies
+                call_with_deadline(
+                    "send_offsets_to_transaction",
+                    lambda: self.producer.send_offsets_to_transaction(positions, group, 30),
+                    40,
+                )
+            except CallTimedOut:
+                self.aborts += 1
+                self.producer = self._new_producer()  # fences the stuck one
+                self._rewind()
+                return 0
             self._commit()
         except KafkaException as failure:
             error = failure.args[0]

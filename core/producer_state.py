@@ -95,8 +95,7 @@ class ProducerStateCopy:
     """The whole state at `end_offset`, kept in memory so a truncation can start from it."""
 
     end_offset: int
-    entries: tuple[ProducerEntry, ...]
-    ongoing: dict[int, int]
+    entries: tuple[ProducerEntry, ...]  # the open transactions are theirs, as in a snapshot
     unreplicated: tuple[CompletedTxn, ...]
 
 
@@ -302,16 +301,13 @@ class ProducerStateManager:
         return ProducerStateCopy(
             self.end_offset,
             tuple(_copy_entry(entry) for entry in self._entries.values()),
-            dict(self._ongoing),
             tuple(self._unreplicated),
         )
 
     def restore(self, state: ProducerStateCopy) -> None:
         """Back to `state` (copied again: it may be restored more than once)."""
-        self._entries = {entry.producer_id: _copy_entry(entry) for entry in state.entries}
-        self._ongoing = dict(state.ongoing)
+        self.load((_copy_entry(entry) for entry in state.entries), state.end_offset)
         self._unreplicated = list(state.unreplicated)
-        self.end_offset = state.end_offset
 
     def clear(self, end_offset: int = 0) -> None:
         self._entries.clear()

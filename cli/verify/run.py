@@ -99,10 +99,11 @@ def execute(
         config=lambda role: client_config(base_config, run, role),
         api_timeout_s=timeout_s,
     )
+    members = [ConsumerWorker(work, i, f"{run.topic}-group") for i in range(run.consumers)]
     workers: list[threading.Thread] = [
-        ProducerWorker(work, i, run.seed, run.transactional) for i in range(run.producers)
+        *(ProducerWorker(work, i, run.seed, run.transactional) for i in range(run.producers)),
+        *members,
     ]
-    workers += [ConsumerWorker(work, i, f"{run.topic}-group") for i in range(run.consumers)]
     nemesis = make_nemesis(lambda p: leader_of(admin, run.topic, p)) if make_nemesis else None
     faults = threading.Event()
     nemesis_thread = threading.Thread(
@@ -114,7 +115,6 @@ def execute(
     report(f"workload: {run.producers} producers, {run.consumers} consumers on {run.topic}")
     for worker in workers:
         worker.start()
-    members = [w for w in workers if isinstance(w, ConsumerWorker)]
     started = time.monotonic()
     if wait_assigned(members, run.partitions, GROUP_FORM_S):
         report(f"the group assigned every partition after {time.monotonic() - started:.1f} s")

@@ -96,10 +96,8 @@ class Nemesis:
             self._request({"op": "kill", "target": target})
         elif scenario == "pause-leader":
             if self._request({"op": "pause", "target": target}):
-                self.paused.add(target)
                 stop.wait(self.rng.uniform(*HOLD_S))
-                if self._request({"op": "resume", "target": target}):
-                    self.paused.discard(target)
+                self._request({"op": "resume", "target": target})
         elif scenario == "isolate-leader":
             others = [b for b in self.brokers if b != target] + [nemesis.CONTROLLER]
             for other in others:
@@ -111,23 +109,11 @@ class Nemesis:
             raise ValueError(f"unknown scenario {scenario!r}")
 
     def _schedule(self, stop: threading.Event, seconds: float) -> None:
-        def apply(request: dict[str, Any]) -> dict[str, Any]:
-            reply = self.apply(request)
-            op, target = request["op"], request.get("target", "")
-            if reply.get("ok") and op == "pause":
-                self.paused.add(target)
-            elif reply.get("ok") and op == "resume":
-                self.paused.discard(target)
-            undoing = op in ("heal", "resume") or (op == "delay" and not request["ms"])
-            self.faults += not undoing
-            return reply
-
-        nemesis.run(nemesis.plan(self.seed, seconds, self.brokers), apply, self.report, stop)
+        nemesis.run(nemesis.plan(self.seed, seconds, self.brokers), self._send, self.report, stop)
 
     def _request(self, request: dict[str, Any]) -> bool:
-        if request["op"] not in ("heal", "resume"):
-            self.faults += 1
-        reply = self.apply(request)
+        """Send one request and report it in one line; whether rlogd did it."""
+        reply = self._send(request)
         label = " ".join(
             [request["op"]]
             + [
@@ -141,3 +127,25 @@ class Nemesis:
             return True
         self.report(f"{label}: refused: {reply.get('error')}")
         return False
+
+    def _send(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Every request goes through here: faults are counted, paused processes remembered
+        (for `heal`)."""
+        reply = self.apply(request)
+        op, target = request["op"], request.get("target", "")
+        if reply.get("ok") and op == "pause":
+            self.paused.add(target)
+        elif reply.get("ok") and op == "resume":
+            self.paused.discard(target)
+        self.faults += not _undoes(request)
+        return reply
+
+
+def _undoes(request: dict[str, Any]) -> bool:
+    """A request that takes a fault back rather than making one."""
+    op = request["op"]
+    return (
+        op in ("heal", "resume")
+        or (op == "delay" and not request["ms"])
+        or (op == "disk" and request["state"] == "ok")
+    )

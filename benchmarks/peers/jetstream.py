@@ -24,7 +24,7 @@ from .workload import (
     cpu_per_100k,
     latency_of,
     percentiles,
-    run_phase,
+    run_phases,
     run_workers,
     throughput,
 )
@@ -230,10 +230,6 @@ async def _one_at_a_time(cluster: Cluster, subject: str, count: int) -> dict[str
 def measure(cluster: Cluster, settings: Settings, rf: int, log: Callable[[str], None]) -> dict:
     s = settings
     servers = cluster.bootstrap
-    result: dict[str, Any] = {}
-
-    def phase(name: str, body: Callable[[], dict[str, Any]]) -> None:
-        run_phase(result, name, body, log)
 
     def batched() -> dict[str, Any]:
         share = s.records // s.producers
@@ -285,10 +281,13 @@ def measure(cluster: Cluster, settings: Settings, rf: int, log: Callable[[str], 
         run_workers(_worker, args, cluster, timeout_s=300)
         return {}
 
-    phase("warm-up", warm_up)
-    result.pop("warm-up")
-    phase("batched", batched)
-    phase("one_at_a_time", one_at_a_time)
-    phase("steady", steady)
-    phase("e2e", e2e)
-    return result
+    return run_phases(
+        {
+            "warm-up": warm_up,
+            "batched": batched,
+            "one_at_a_time": one_at_a_time,
+            "steady": steady,
+            "e2e": e2e,
+        },
+        log,
+    )

@@ -300,19 +300,21 @@ def create_topics(bootstrap: str, names: list[str], partitions: int, rf: int) ->
     raise RuntimeError(f"topics {names} have no leaders after 60 s")
 
 
-def run_phase(
-    result: dict[str, Any],
-    name: str,
-    body: Callable[[], dict[str, Any]],
-    log: Callable[[str], None],
-) -> None:
-    """Run one measurement into `result[name]`; a failure is recorded there and the run goes on."""
-    started = time.monotonic()
-    try:
-        result[name] = body()
-    except Exception as exc:
-        result[name] = {"error": f"{type(exc).__name__}: {exc}"}
-    log(f"  {name}: {_summary(result[name])} ({time.monotonic() - started:.1f} s)")
+def run_phases(
+    phases: dict[str, Callable[[], dict[str, Any]]], log: Callable[[str], None]
+) -> dict[str, Any]:
+    """Run the measurements in order, each into its own entry; a failure is recorded there and
+    the run goes on. A "warm-up" phase runs like the others but is left out of the result."""
+    result: dict[str, Any] = {}
+    for name, body in phases.items():
+        started = time.monotonic()
+        try:
+            result[name] = body()
+        except Exception as exc:
+            result[name] = {"error": f"{type(exc).__name__}: {exc}"}
+        log(f"  {name}: {_summary(result[name])} ({time.monotonic() - started:.1f} s)")
+    result.pop("warm-up", None)
+    return result
 
 
 def throughput(runs: Sequence[dict[str, Any]], total: int, cpu_s: float) -> dict[str, Any]:
@@ -335,10 +337,6 @@ def measure(cluster: Cluster, settings: Settings, rf: int, log: Callable[[str], 
     topics["e2e"] = "peers-e2e"
     create_topics(boot, [topics["batch"], topics["steady"], topics["e2e"]], s.partitions, rf)
     create_topics(boot, [topics["one"]], 1, rf)
-    result: dict[str, Any] = {}
-
-    def phase(name: str, body: Callable[[], dict[str, Any]]) -> None:
-        run_phase(result, name, body, log)
 
     def batched() -> dict[str, Any]:
         share = s.records // s.producers
@@ -370,13 +368,16 @@ def measure(cluster: Cluster, settings: Settings, rf: int, log: Callable[[str], 
         _steady(cluster, topics["steady"], s.steady_rate, 1.0, s)
         return {}
 
-    phase("warm-up", warm_up)
-    result.pop("warm-up")
-    phase("batched", batched)
-    phase("one_at_a_time", one_at_a_time)
-    phase("steady", steady)
-    phase("e2e", e2e)
-    return result
+    return run_phases(
+        {
+            "warm-up": warm_up,
+            "batched": batched,
+            "one_at_a_time": one_at_a_time,
+            "steady": steady,
+            "e2e": e2e,
+        },
+        log,
+    )
 
 
 def _one_at_a_time(cluster: Cluster, topic: str, count: int) -> dict[str, Any]:

@@ -19,14 +19,13 @@ at once; the new process recovers the logs as after a crash.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
 import logging
 import os
 import signal
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from types import FrameType
 
 from rlog.core.storage.files import FileSystem
@@ -47,6 +46,12 @@ PROBE_FILE = ".rlog-log-dir-probe"  # written, fsynced and removed by each probe
 DEVICE_ERRNOS = frozenset({errno.EIO, errno.ENOSPC, errno.EROFS, errno.EDQUOT})
 
 
+# How stale the run-queue reading taken before a storage call may be. Reading it costs a system
+# call, and the small-request path makes an append per request: a reading up to this old only
+# counts a little more of the time before the call as waiting, far below any bound it is used for.
+RUN_QUEUE_READING_MAX_AGE_S = 0.1
+
+
 class RunQueueClock:
     """Seconds the calling thread has spent runnable but not running (the second field of
     /proc/thread-self/schedstat), read with one pread on a file kept open per thread; always 0
@@ -54,6 +59,17 @@ class RunQueueClock:
 
     def __init__(self) -> None:
         self._files = threading.local()
+
+    def recent(self) -> float:
+        """This thread's reading, taken again only if the last is older than
+        RUN_QUEUE_READING_MAX_AGE_S: for the start of a call, never for its end."""
+        files = self._files
+        now = time.monotonic()
+        if now - getattr(files, "read_at", -RUN_QUEUE_READING_MAX_AGE_S) >= (
+            RUN_QUEUE_READING_MAX_AGE_S
+        ):
+            files.read_at, files.reading = now, self()
+        return float(files.reading)
 
     def __call__(self) -> float:
         fd = getattr(self._files, "fd", None)
@@ -75,7 +91,14 @@ class LogDirHealth:
     """Watches storage calls; `failure` says why the dir failed (the first reason), or None."""
 
     def __init__(self, run_queue_s: Callable[[], float] | None = None) -> None:
-        self._run_queue_s = run_queue_s or RunQueueClock()
+        """`run_queue_s`: a clock of the thread's run-queue wait (tests give their own); by
+        default RunQueueClock, whose reading before a call may be a little old (`recent`)."""
+        if run_queue_s is None:
+            clock = RunQueueClock()
+            self._run_queue_s: Callable[[], float] = clock
+            self._run_queue_before: Callable[[], float] = clock.recent
+        else:
+            self._run_queue_s = self._run_queue_before = run_queue_s
         self.failure: str | None = None
         # Once the dir failed, writes fail at once (a stalled disk blocks the event loop for one
         # call, not for every call left in the same Ready), except the recovery's probes.
@@ -91,24 +114,13 @@ class LogDirHealth:
     def _resumed(self, _signum: int, _frame: FrameType | None) -> None:
         self._resumes += 1
 
-    @contextlib.contextmanager
-    def watch(self, what: str, path: str, limit_s: float | None = None) -> Iterator[None]:
+    def watch(self, what: str, path: str, limit_s: float | None = None) -> _Watched:
         """Around one storage call: a device error or a call slower than `limit_s` (by default
         SLOW_CALL_S) fails the dir (the error still reaches the caller, which answers
         KAFKA_STORAGE_ERROR as before)."""
         if self.failure is not None and not self.probing:
             raise OSError(errno.EIO, f"log dir offline ({self.failure})", path)
-        resumes, started, queued = self._resumes, time.monotonic(), self._run_queue_s()
-        try:
-            yield
-        except OSError as error:
-            if error.errno in DEVICE_ERRNOS:
-                self.fail(f"{what} {path} failed: {error.strerror or error}")
-            raise
-        took_s = time.monotonic() - started
-        limit = SLOW_CALL_S if limit_s is None else limit_s
-        if took_s > limit:  # rare: only then is the run queue read a second time
-            self._check_time(what, path, took_s, resumes, limit, queued)
+        return _Watched(self, what, path, SLOW_CALL_S if limit_s is None else limit_s)
 
     def _check_time(
         self, what: str, path: str, took_s: float, resumes: int, limit_s: float, queued: float
@@ -132,6 +144,36 @@ class LogDirHealth:
     def fail(self, reason: str) -> None:
         if self.failure is None:
             self.failure = reason
+
+
+class _Watched:
+    """One watched storage call (a plain context manager: it runs for every log append)."""
+
+    __slots__ = ("health", "limit_s", "path", "queued", "resumes", "started", "what")
+
+    def __init__(self, health: LogDirHealth, what: str, path: str, limit_s: float) -> None:
+        self.health, self.what, self.path, self.limit_s = health, what, path, limit_s
+
+    def __enter__(self) -> None:
+        health = self.health
+        self.resumes, self.started = health._resumes, time.monotonic()
+        self.queued = health._run_queue_before()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, _tb: object
+    ) -> None:
+        health = self.health
+        if isinstance(error, OSError):
+            if error.errno in DEVICE_ERRNOS:
+                health.fail(f"{self.what} {self.path} failed: {error.strerror or error}")
+            return  # the error still reaches the caller
+        if error is not None:
+            return
+        took_s = time.monotonic() - self.started
+        if took_s > self.limit_s:  # rare: only then is the run queue read a second time
+            health._check_time(
+                self.what, self.path, took_s, self.resumes, self.limit_s, self.queued
+            )
 
 
 def probe(fs: FileSystem, data_dir: str) -> str | None:

@@ -86,6 +86,23 @@ def test_the_run_queue_clock_reads_this_threads_wait() -> None:
     assert 0.0 <= first <= clock()
 
 
+def test_the_reading_before_a_call_is_taken_at_most_every_tenth_of_a_second() -> None:
+    """An append per request must not cost a schedstat read each: the reading before a call may
+    be up to RUN_QUEUE_READING_MAX_AGE_S old (the one after a slow call is always fresh)."""
+    reads = []
+
+    class CountingClock(log_dir.RunQueueClock):
+        def __call__(self) -> float:
+            reads.append(1)
+            return super().__call__()
+
+    clock = CountingClock()
+    first = clock.recent()
+    assert clock.recent() == first and len(reads) == 1
+    time.sleep(log_dir.RUN_QUEUE_READING_MAX_AGE_S)
+    assert clock.recent() >= first and len(reads) == 2
+
+
 @pytest.mark.usefixtures("fast")
 def test_a_probe_finds_a_full_a_stalled_and_a_working_disk(tmp_path: Path) -> None:
     fs = ChaosFileSystem()

@@ -140,7 +140,11 @@ class BrokerCore:
         self._syncing: dict[TopicPartition, list[tuple[ProduceJob, int]]] = {}
         self._parked: dict[Token, _ParkedFetch] = {}
         self._parked_on: dict[TopicPartition, set[Token]] = {}
-        self._woken: set[TopicPartition] = set()
+        self._woken: set[TopicPartition] = set()  # changed: every fetch parked there is served
+        # Only the HW moved: only consumers' parked fetches are served (they read below it); a
+        # follower's waits for records, as Kafka's DelayedFetch does, and learns the HW from its
+        # next answer. Waking followers too served each of their fetches three times a produce.
+        self._hw_moved: set[TopicPartition] = set()
         self._proposals: dict[Token, tuple[TopicPartition, int]] = {}  # -> (partition, deadline)
         self._hw_dirty = False
         self._metadata_retry = False  # a partition's state could not be taken (disk error)
@@ -185,7 +189,11 @@ class BrokerCore:
 
     # ---- the contract ----
 
-    def step(self, event: Event, now_ms: int) -> None:
+    def step(self, event: Event, now_ms: int, *, settle: bool = True) -> None:
+        """Take one event. With `settle` False the consequences that gather (parked fetches
+        its data wakes, the followers' next requests) wait for `settle()`: a driver that steps
+        every request read in one pass of its loop and then settles once answers a follower's
+        fetch once with all of them, instead of once per request."""
         assert self._handed_out is None, "step() between ready() and advance()"
         now_ms = self._observe_clock(now_ms)
         if isinstance(event, ClientRequest) and event.api_key in GROUP_APIS:
@@ -236,7 +244,13 @@ class BrokerCore:
             self._take_offline(event.reason, now_ms)
         else:
             raise AssertionError(f"not a broker event: {event!r}")
-        self._settle(now_ms)
+        if settle:
+            self._settle(now_ms)
+
+    def settle(self, now_ms: int) -> None:
+        """What steps taken with `settle=False` left to do; see `step`."""
+        assert self._handed_out is None, "settle() between ready() and advance()"
+        self._settle(self._observe_clock(now_ms))
 
     def tick(self, now_ms: int) -> None:
         assert self._handed_out is None, "tick() between ready() and advance()"
@@ -410,7 +424,7 @@ class BrokerCore:
                     self._finish_if_done(job)
             elif isinstance(effect, HighWatermarkChanged):
                 self._hw_dirty = True
-                self._woken.add(key)
+                self._hw_moved.add(key)
             elif isinstance(effect, ProposeIsr):
                 token = ("isr", next(self._tokens))
                 deadline_ms = self._now_ms + self.config.replica_socket_timeout_ms
@@ -745,8 +759,12 @@ class BrokerCore:
     def _serve_parked(self, parked: _ParkedFetch, now_ms: int) -> None:
         """Answer the fetch if it has enough bytes, an error or no more time; else park it
         until one of its partitions changes or its deadline passes."""
+        # A follower's fetch state (its LEO, whether it caught up, the HW) is taken once, when
+        # the request arrives; serving it again after it waited only reads, as Kafka's
+        # DelayedFetch does.
+        arrived = parked.token not in self._parked
         responses, total_bytes, has_error = self._fetch_once(
-            parked.body, parked.replica_id, parked.api_version
+            parked.body, parked.replica_id, parked.api_version, arrived=arrived
         )
         final = (
             total_bytes >= parked.body["min_bytes"]
@@ -781,7 +799,7 @@ class BrokerCore:
                     del self._parked_on[key]
 
     def _fetch_once(
-        self, body: Body, replica_id: int, api_version: int
+        self, body: Body, replica_id: int, api_version: int, *, arrived: bool = True
     ) -> tuple[list[Body], int, bool]:
         budget = body.get("max_bytes", 2**31 - 1)
         total_bytes = 0
@@ -808,6 +826,7 @@ class BrokerCore:
                     self._now_ms,
                     min_one_batch=total_bytes == 0,
                     read_committed=body.get("isolation_level", 0) == READ_COMMITTED,
+                    arrived=arrived,
                 )
                 self._handle(key, effects)
                 records = answer["records"]
@@ -904,9 +923,16 @@ class BrokerCore:
     def _settle(self, now_ms: int) -> None:
         """After any change: answer parked fetches whose partitions changed, then let idle
         follower sessions send their next request."""
-        while self._woken:
+        while self._woken or self._hw_moved:
             woken, self._woken = self._woken, set()
+            hw_moved, self._hw_moved = self._hw_moved, set()
             tokens = set().union(*(self._parked_on.get(key, ()) for key in woken))
+            for key in hw_moved - woken:
+                tokens.update(
+                    token
+                    for token in self._parked_on.get(key, ())
+                    if self._parked[token].replica_id < 0  # a consumer's, not a follower's
+                )
             for token in sorted(tokens, key=str):
                 parked = self._parked.get(token)
                 if parked is not None:

@@ -56,7 +56,7 @@ class ProduceJob:
         if slot.answer is None or not slot.waits_for_ack:
             return
         slot.waits_for_ack = False
-        if slot.answer.error == ErrorCode.NONE:
+        if slot.answer.error == ErrorCode.NONE and (error != ErrorCode.NONE or message):
             slot.answer = replace(slot.answer, error=error, message=message)
 
     def synced(self, position: int) -> None:

@@ -65,9 +65,11 @@ def fetch_partition(
     *,
     min_one_batch: bool,
     read_committed: bool = False,
+    arrived: bool = True,
 ) -> tuple[Body, Sequence[Effect]]:
     """One partition of a Fetch: a follower's (it reads to the LEO and reports its own LEO) or
-    a consumer's (it reads below the HW). Returns the answer and the replica's effects."""
+    a consumer's (it reads below the HW). Returns the answer and the replica's effects.
+    `arrived` False: the request is served again after waiting, and only reads."""
     index = request["partition"]
     answer = empty_fetch_partition(index)
     if replica is None:
@@ -81,6 +83,7 @@ def fetch_partition(
             now_ms,
             max_bytes=max_bytes,
             min_one_batch=min_one_batch,
+            record_progress=arrived,
         )
         answer |= {
             "error_code": found.error,

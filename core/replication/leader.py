@@ -13,7 +13,8 @@ from dataclasses import replace
 
 from rlog.core.producer_state import ProducerStateError
 from rlog.core.protocol.errors import ErrorCode
-from rlog.core.records import BatchHeader, ControlType, build_end_txn_marker, read_header
+from rlog.core.record_validation import ClientRules
+from rlog.core.records import ControlType, build_end_txn_marker, read_header
 from rlog.core.replication.local import LocalReplica
 from rlog.core.replication.messages import (
     AlterPartitionResponse,
@@ -29,6 +30,7 @@ from rlog.core.replication.messages import (
     TxnMarker,
 )
 from rlog.core.replication.produce import (
+    FoundBatch,
     Refused,
     append_producer_batch,
     check_producer_batch,
@@ -80,6 +82,7 @@ class Leader:
         self._resend_after_ms: int | None = None
         self._pending: dict[int, PendingAck] = {}
         self._high_watermark_floor = local.high_watermark
+        self._rules: tuple[object, ClientRules] | None = None  # (the log config they came from)
 
     @property
     def _state(self) -> PartitionState:
@@ -120,7 +123,7 @@ class Leader:
         if refused is not None:
             return self._refused(refused)
         local = self._local
-        rules = client_rules(local.log, local.topic, local.partition) if client else None
+        rules = self._client_rules() if client else None
         checked = check_producer_batch(records, local.producers, rules)
         if isinstance(checked, Refused):
             return self._refused(checked)
@@ -134,11 +137,11 @@ class Leader:
             )
         else:
             assert records is not None
-            written = self._write(records, checked.header, now_ms)
+            written = self._write(records, checked.max_timestamp, now_ms, checked.batches)
             if isinstance(written, Refused):
                 return self._refused(written)
             result = written
-            effects = self._advance_high_watermark()  # the leader's own LEO moved
+            effects = self._advance_high_watermark_after_append()
         if acks != ACKS_ALL or result.last_offset < self._local.high_watermark:
             return AppendOutcome(result, effects=tuple(effects))
         pending = self._wait_for_replicas(result, now_ms + timeout_ms)
@@ -164,7 +167,7 @@ class Leader:
             coordinator_epoch=marker.coordinator_epoch,
             timestamp_ms=now_ms,
         )
-        written = self._write(batch, read_header(batch), now_ms)
+        written = self._write(batch, read_header(batch).max_timestamp, now_ms)
         if isinstance(written, Refused):
             return self._refused(written)
         effects = self._advance_high_watermark()
@@ -172,6 +175,15 @@ class Leader:
             return AppendOutcome(written, effects=tuple(effects))
         pending = self._wait_for_replicas(written, now_ms + timeout_ms)
         return AppendOutcome(written, pending, tuple(effects))
+
+    def _client_rules(self) -> ClientRules:
+        """What the partition's config asks of a client's batch, made again only when the
+        config object changes (a topic config change replaces it)."""
+        local = self._local
+        config = local.log.config
+        if self._rules is None or self._rules[0] is not config:
+            self._rules = (config, client_rules(local.log, local.topic, local.partition))
+        return self._rules[1]
 
     def _refusal_before_append(self, acks: int) -> Refused | None:
         if acks not in VALID_ACKS:
@@ -185,14 +197,21 @@ class Leader:
             )
         return None
 
-    def _write(self, records: Buffer, header: BatchHeader, now_ms: int) -> ProduceResult | Refused:
+    def _write(
+        self,
+        records: Buffer,
+        max_timestamp: int,
+        now_ms: int,
+        batches: tuple[FoundBatch, ...] | None = None,
+    ) -> ProduceResult | Refused:
         local = self._local
         info = append_producer_batch(
             local.log,
             records,
-            header,
+            max_timestamp,
             now_ms,
             leader_epoch=self._state.leader_epoch,
+            batches=batches,
         )
         if isinstance(info, Refused):
             return info
@@ -260,7 +279,10 @@ class Leader:
         *,
         max_bytes: int,
         min_one_batch: bool,
+        record_progress: bool = True,
     ) -> FollowerFetchResult:
+        """The follower's progress (and so the ISR and the HW) moves with each Fetch it
+        sends; `record_progress` False reads for a Fetch whose progress was taken already."""
         local = self._local
         log = local.log
         if replica_id not in self.followers:
@@ -270,12 +292,14 @@ class Leader:
             return self._fetch_answer(ErrorCode.NONE, diverging_epoch=diverging)
         if not log.log_start_offset <= fetch_offset <= log.log_end_offset:
             return self._fetch_answer(ErrorCode.OFFSET_OUT_OF_RANGE)
-        progress = self.followers[replica_id]
-        self.followers[replica_id] = progress_after_fetch(
-            progress, fetch_offset, log.log_end_offset, now_ms
-        )
-        effects = self._maybe_expand_isr(replica_id, now_ms)
-        effects += self._advance_high_watermark()
+        effects: list[Effect] = []
+        if record_progress:
+            progress = self.followers[replica_id]
+            self.followers[replica_id] = progress_after_fetch(
+                progress, fetch_offset, log.log_end_offset, now_ms
+            )
+            effects = self._maybe_expand_isr(replica_id, now_ms)
+            effects += self._advance_high_watermark()
         try:
             found = log.read(fetch_offset, max_bytes, log.log_end_offset, min_one_batch)
         except OffsetOutOfRangeError:  # checked above; the log did not change since
@@ -319,6 +343,14 @@ class Leader:
         return offsets
 
     # ---- the high watermark ----
+
+    def _advance_high_watermark_after_append(self) -> list[Effect]:
+        """The leader's own LEO moved. Followers never hold more than the leader, so the
+        smallest LEO of the ISR can only grow by the leader's append when the leader is the
+        ISR's only member: with followers, only their fetches move the HW."""
+        if len(self._state.isr) > 1:
+            return []
+        return self._advance_high_watermark()
 
     def _advance_high_watermark(self) -> list[Effect]:
         local = self._local

@@ -10,7 +10,7 @@ from __future__ import annotations
 from itertools import count
 
 from rlog.core.producer_state import ProducerStateManager
-from rlog.core.records import BatchHeader, CorruptRecordError, read_header
+from rlog.core.records import CorruptRecordError, InvalidRecordError, iter_batches
 from rlog.core.replication.messages import (
     Effect,
     HighWatermarkChanged,
@@ -97,13 +97,16 @@ class LocalReplica:
         continue from our LEO (a stale or repeated response) or are damaged. New epochs go to
         the cache before the data, so a crash in between leaves an entry load() drops.
         """
-        headers = _headers(records)
-        if not headers or headers[0].base_offset != self.log.log_end_offset:
+        try:
+            batches = list(iter_batches(records))  # CRCs included: the log trusts this list
+        except (CorruptRecordError, InvalidRecordError):
             return False
-        for header in headers:
+        if not batches or batches[0][1].base_offset != self.log.log_end_offset:
+            return False
+        for _, header in batches:
             self.epochs.assign(header.partition_leader_epoch, header.base_offset)
         try:
-            self.log.append(records, now_ms, assign_offsets=False)
+            self.log.append(records, now_ms, assign_offsets=False, batches=batches)
         except (CorruptRecordError, OffsetOutOfOrderError):
             self.epochs.truncate_from_end(self.log.log_end_offset)
             return False
@@ -158,19 +161,3 @@ class LocalReplica:
             f"epoch={self.leader_epoch}, hw={self._high_watermark}, "
             f"leo={self.log.log_end_offset})"
         )
-
-
-def _headers(records: Buffer) -> list[BatchHeader]:
-    """The batch headers in `records`, read without CRC checks (the append checks them); an
-    empty list if the buffer does not hold whole batches.
-    """
-    headers = []
-    position = 0
-    try:
-        while position < len(records):
-            header = read_header(records, position)
-            headers.append(header)
-            position += header.size
-    except CorruptRecordError:
-        return []
-    return headers if position == len(records) else []

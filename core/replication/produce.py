@@ -9,7 +9,7 @@ appends nothing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from rlog.core.producer_state import BatchMetadata, ProducerStateError, ProducerStateManager
 from rlog.core.protocol.errors import ErrorCode
@@ -37,10 +37,16 @@ def client_rules(log: Log, topic: str, partition: int) -> ClientRules:
     return ClientRules(f"{topic}-{partition}", config.message_max_bytes, config.compacts)
 
 
+# A batch's position in the request's records and its header, as iter_batches read them.
+FoundBatch = tuple[int, BatchHeader]
+
+
 @dataclass(frozen=True, slots=True)
 class CheckedBatch:
-    header: BatchHeader
+    header: BatchHeader  # as the client sent it
+    max_timestamp: int  # what the stored batch must say: the largest record timestamp
     duplicate: BatchMetadata | None  # set: a retry, answer with these offsets
+    batches: tuple[FoundBatch, ...]  # validated, CRC included: the log need not read them again
 
 
 def check_producer_batch(
@@ -63,37 +69,41 @@ def check_producer_batch(
             f"not {len(batches)}",
         )
     position, header = batches[0]
+    max_timestamp = header.max_timestamp
     if rules is not None:
         try:
             max_timestamp = validate_client_batch(records, position, header, rules)
         except BatchRefused as refused:
             return Refused(refused.code, refused.message, refused.record_errors)
-        if max_timestamp != header.max_timestamp:
-            header = replace(header, max_timestamp=max_timestamp)
     elif header.is_control:  # markers take their own path (Leader.append_marker)
         return Refused(ErrorCode.INVALID_RECORD, "control batches are written as markers only")
     try:
         duplicate = producers.check(header)
     except ProducerStateError as error:
         return Refused(error.code, str(error))
-    return CheckedBatch(header, duplicate)
+    return CheckedBatch(header, max_timestamp, duplicate, tuple(batches))
 
 
 def append_producer_batch(
     log: Log,
     records: Buffer,
-    header: BatchHeader,
+    max_timestamp: int,
     now_ms: int,
     *,
     leader_epoch: int,
+    batches: tuple[FoundBatch, ...] | None = None,
 ) -> AppendInfo | Refused:
-    """Append a checked batch with offsets from the LEO, `leader_epoch` and `header`'s
-    maxTimestamp stamped (the log applies it to the producer state). OSError from the disk
-    propagates (nothing was written).
+    """Append a checked batch with offsets from the LEO, `leader_epoch` and `max_timestamp`
+    stamped (the log applies it to the producer state); `batches` as check_producer_batch found
+    them, if it did. OSError from the disk propagates (nothing was written).
     """
     try:
         info = log.append(
-            records, now_ms, leader_epoch=leader_epoch, max_timestamp=header.max_timestamp
+            records,
+            now_ms,
+            leader_epoch=leader_epoch,
+            max_timestamp=max_timestamp,
+            batches=batches,
         )
     except RecordTooLargeError as error:
         return Refused(ErrorCode.MESSAGE_TOO_LARGE, str(error))

@@ -260,8 +260,10 @@ class Replica:
         *,
         max_bytes: int,
         min_one_batch: bool = True,
+        record_progress: bool = True,
     ) -> FollowerFetchResult:
-        """A follower's Fetch: its LEO is `fetch_offset`; the answer reads up to our LEO."""
+        """A follower's Fetch: its LEO is `fetch_offset`; the answer reads up to our LEO.
+        `record_progress` False: the same Fetch served again after waiting, which only reads."""
         error = self.leader_error(current_leader_epoch)
         if error is not None:
             return FollowerFetchResult(error)
@@ -273,6 +275,7 @@ class Replica:
             now_ms,
             max_bytes=max_bytes,
             min_one_batch=min_one_batch,
+            record_progress=record_progress,
         )
         self._checked(list(result.effects))
         return result

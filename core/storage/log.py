@@ -118,6 +118,8 @@ class Log:
             now_ms=now_ms,
         )
         self._segments = loaded.segments
+        for segment in self._segments[:-1]:
+            segment.forget_tail()
         self._recovery_point = loaded.recovery_point
         self._log_start_offset = loaded.log_start_offset
         self.recovery_summary: RecoverySummary = loaded.summary
@@ -196,6 +198,7 @@ class Log:
         leader_epoch: int | None = None,
         assign_offsets: bool = True,
         max_timestamp: int | None = None,
+        batches: Sequence[tuple[int, BatchHeader]] | None = None,
     ) -> AppendInfo:
         """Validate and write all batches in `records` with one file append.
 
@@ -204,9 +207,10 @@ class Log:
         given, is stamped on every batch. `max_timestamp`, for one CREATE_TIME batch, replaces a
         maxTimestamp its records disagree with (found by the leader's record walk). Raises
         CorruptRecordError (nothing written), RecordTooLargeError, OffsetOutOfOrderError, or
-        OSError from the disk (nothing written).
+        OSError from the disk (nothing written). `batches`: the (position, header) of every
+        batch in `records` as iter_batches gave them, when the caller validated them already.
         """
-        batches = list(iter_batches(records))
+        batches = list(iter_batches(records) if batches is None else batches)
         if not batches:
             raise InvalidRecordError("no record batches to append")
         assert max_timestamp is None or len(batches) == 1, "max_timestamp is for one batch"
@@ -319,6 +323,7 @@ class Log:
             return self.active_segment
         self._take_producer_snapshot()
         segment = LogSegment.create(self._fs, self.dir_path, self.log_end_offset, self._config)
+        self.active_segment.forget_tail()
         self._segments.append(segment)
         self._dir_needs_sync = True
         return segment

@@ -1,14 +1,17 @@
 """One segment: a `.log` file of whole batches and its two sparse indexes, named by base offset.
 
-Work is per batch: reads walk 61-byte headers, never records. Batches in a segment are contiguous
-(each starts at the previous one's next offset) because rlog writes no gaps; recovery relies on it
-to tell a stale but well-formed tail from data. (The log cleaner keeps it so: the batches it
-removes leave an empty batch covering their offsets, see cleaner.py.)
+Work is per batch: reads walk 61-byte headers, never records, and the headers after the last
+offset-index entry stay in memory (`_Tail`), so reads near the log end read none from the file.
+Batches in a segment are contiguous (each starts at the previous one's next offset) because rlog
+writes no gaps; recovery relies on it to tell a stale but well-formed tail from data. (The log
+cleaner keeps it so: the batches it removes leave an empty batch covering their offsets, see
+cleaner.py.)
 """
 
 from __future__ import annotations
 
 import os
+from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 
 from rlog.core.limits import LOG_RECOVERY_READ_BYTES
@@ -31,6 +34,11 @@ TIME_INDEX_SUFFIX = ".timeindex"
 TXN_INDEX_SUFFIX = ".txnindex"
 SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 
+# Most batch headers a segment keeps in memory. The tail is normally about index.interval.bytes
+# of batches (a few dozen); the cap bounds it when no index entry comes to restart it: a full
+# index, a refused index write, or a large index.interval.bytes with small batches.
+TAIL_BATCHES_MAX = 4096
+
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
@@ -42,6 +50,51 @@ def _segment_paths(dir_path: str, base_offset: int, swap_suffix: str) -> list[st
         os.path.join(dir_path, segment_file_name(base_offset, suffix) + swap_suffix)
         for suffix in SEGMENT_SUFFIXES
     ]
+
+
+class _Tail:
+    """(position, header) of a segment's last batches, from its last offset-index entry (or the
+    segment's start) to its end. Fetches at the log end land here: Kafka finds those headers in
+    the page cache, but in Python each pread is a syscall plus new objects.
+
+    The lists are replaced, never cleared or cut in place, so a walk in progress keeps its view.
+    """
+
+    __slots__ = ("headers", "last_offsets", "positions")
+
+    def __init__(self) -> None:
+        self.positions: list[int] = []
+        self.last_offsets: list[int] = []
+        self.headers: list[BatchHeader] = []
+
+    def add(self, position: int, header: BatchHeader, *, restart: bool) -> None:
+        """The batch after the last one here; with `restart` (it got an index entry), or past
+        the cap, it starts a new tail. Restarting rather than dropping the oldest keeps appends
+        O(1); batches before the tail are read from the file as before.
+        """
+        if restart or len(self.positions) >= TAIL_BATCHES_MAX:
+            self.positions, self.last_offsets, self.headers = [], [], []
+        self.positions.append(position)
+        self.last_offsets.append(header.last_offset)
+        self.headers.append(header)
+
+    def index_of(self, position: int) -> int | None:
+        """Where the batch starting at `position` is in the tail, None if it is not there."""
+        positions = self.positions
+        if not positions or position < positions[0]:
+            return None
+        index = bisect_left(positions, position)
+        return index if index < len(positions) and positions[index] == position else None
+
+    def find(self, offset: int) -> tuple[int, BatchHeader] | None:
+        """(position, header) of the first batch ending at or after `offset`, when the tail
+        holds it and no batch before the tail could (`offset` is not below the tail's start).
+        """
+        headers = self.headers
+        if not headers or offset < headers[0].base_offset:
+            return None
+        index = bisect_left(self.last_offsets, offset)
+        return (self.positions[index], headers[index]) if index < len(headers) else None
 
 
 class LogSegment:
@@ -81,6 +134,8 @@ class LogSegment:
         self._max_timestamp = -1
         self._offset_of_max_timestamp = base_offset
         self._bytes_since_index_entry = 0
+        # Empty until create's truncation, load or recover makes the file's state known.
+        self._tail = _Tail()
         # When this segment's age for segment.ms starts: the first append, or on load the first
         # batch's timestamp (so restarts do not postpone rolls), whichever is earlier.
         self.roll_base_ms: int | None = None
@@ -117,6 +172,11 @@ class LogSegment:
     ) -> LogSegment:
         """An existing segment's files; call load() or recover() before using it."""
         return cls(fs, dir_path, base_offset, config, create=False, swap_suffix=swap_suffix)
+
+    def forget_tail(self) -> None:
+        """Drop the in-memory tail (the segment is no longer the active one): reads here go to
+        the file, and a log of many segments keeps the headers of only its last."""
+        self._tail = _Tail()
 
     # ---- state ----
 
@@ -174,11 +234,13 @@ class LogSegment:
         if header.max_timestamp > self._max_timestamp:
             self._max_timestamp = header.max_timestamp
             self._offset_of_max_timestamp = header.last_offset
+        indexed = False
         if self._bytes_since_index_entry > self._config.index_interval_bytes:
             self._bytes_since_index_entry = 0
             try:
                 if not self._offset_index.is_full:
                     self._offset_index.append(header.last_offset, position)
+                    indexed = True  # lookups now land here: the tail can start here too
                 if not self._time_index.is_full:
                     self._time_index.maybe_append(
                         self._max_timestamp, self._offset_of_max_timestamp
@@ -188,6 +250,7 @@ class LogSegment:
                 # scan further. The next log append reports a failing disk.
                 pass
         self._bytes_since_index_entry += header.size
+        self._tail.add(position, header, restart=indexed)
 
     # ---- loading and recovery (the loader calls these once, before any other use) ----
 
@@ -209,6 +272,7 @@ class LogSegment:
         """Restore the end state from the indexes' last entries and a walk of the headers after
         the last offset-index entry (at most about index.interval.bytes of them).
         """
+        self._tail = _Tail()  # the walk below must read the file, not what it replaces
         self._max_timestamp, self._offset_of_max_timestamp = -1, self.base_offset
         time_entry = self._time_index.last_entry()
         if time_entry is not None:
@@ -221,21 +285,29 @@ class LogSegment:
             if header.last_offset != offset:
                 raise CorruptIndexError(f"{self._paths[1]}: entry {offset} points at {header}")
             self._next_offset = header.base_offset
-        for _, header in self._walk_headers(position, self._next_offset):
+        tail = _Tail()
+        for batch_position, header in self._walk_headers(position, self._next_offset):
             if header.max_timestamp > self._max_timestamp:
                 self._max_timestamp = header.max_timestamp
                 self._offset_of_max_timestamp = header.last_offset
             self._next_offset = header.next_offset
+            tail.add(batch_position, header, restart=False)
+        self._tail = tail  # only once the walk is whole: a failed one leaves the tail empty
         self._bytes_since_index_entry = self._log.size - position
 
     def _walk_headers(
         self, position: int, expected_offset: int | None
     ) -> Iterator[tuple[int, BatchHeader]]:
         """Headers from `position` (a batch start) to the end of the file, checking that each batch
-        follows the one before (and starts at `expected_offset`, unless that is None).
+        follows the one before (and starts at `expected_offset`, unless that is None). Those in
+        the tail come from memory.
         """
         log_size = self._log.size
         while position < log_size:
+            tail_index = self._tail.index_of(position)
+            if tail_index is not None:
+                yield from self._walk_tail(tail_index, expected_offset)
+                return
             header = read_header(self._log.read(position, BATCH_HEADER_SIZE))
             expected_offset = header.base_offset if expected_offset is None else expected_offset
             if header.base_offset != expected_offset or position + header.size > log_size:
@@ -246,6 +318,20 @@ class LogSegment:
             position += header.size
             expected_offset = header.next_offset
 
+    def _walk_tail(
+        self, index: int, expected_offset: int | None
+    ) -> Iterator[tuple[int, BatchHeader]]:
+        """_walk_headers from the tail's `index`-th batch. The tail was checked to follow on when
+        it was built; only its join to the walk so far is left to check.
+        """
+        positions, headers = self._tail.positions[index:], self._tail.headers[index:]
+        if expected_offset is not None and headers[0].base_offset != expected_offset:
+            raise CorruptRecordError(
+                f"{self._paths[0]}: batch at position {positions[0]} does not follow on: "
+                f"{headers[0]}"
+            )
+        yield from zip(positions, headers, strict=True)
+
     def recover(self, now_ms: int) -> int:
         """Rebuild the indexes from every valid batch; cut the file at the first bad one.
 
@@ -253,6 +339,7 @@ class LogSegment:
         """
         self._offset_index.reset()
         self._time_index.reset()
+        self._tail = _Tail()  # rebuilt by _track_batch from position 0
         self._next_offset = self.base_offset
         self._max_timestamp = -1
         self._bytes_since_index_entry = 0
@@ -339,6 +426,9 @@ class LogSegment:
         """(position, header) of the first batch whose last offset is >= `offset`."""
         if offset >= self._next_offset:
             return None
+        found = self._tail.find(offset)
+        if found is not None:
+            return found
         _, indexed_position = self._offset_index.lookup(offset)
         for position, header in self._walk_headers(indexed_position, None):
             if header.last_offset >= offset:
@@ -392,6 +482,7 @@ class LogSegment:
             return 0
         position, _ = found
         removed_bytes = self._log.size - position
+        self._tail = _Tail()  # if a step below fails, no header of a cut batch stays in memory
         self._log.truncate(position)
         self._offset_index.truncate_to(offset)
         self._time_index.truncate_to(offset)

@@ -323,6 +323,7 @@ class BrokerNode:
         self.next_heartbeat_ms = self.sim.now_ms
         self.next_tick_ms = self.sim.now_ms
         self.requests = 0
+        self.unsettled = False  # events stepped since the core last settled
 
     def crash(self, power_loss: bool) -> None:
         """kill -9 (the OS keeps what was written) or power loss (only what was synced stays)."""
@@ -350,8 +351,16 @@ class BrokerNode:
     # ---- the daemon's loop: step the core, then do its Ready ----
 
     def step(self, event: Event) -> None:
-        self.core.step(event, self.sim.now_ms)
-        self._drain()
+        """As the daemon's driver: the core settles (and its Ready is done) once everything
+        delivered at this instant has been stepped, in `settle`, not after each event."""
+        self.core.step(event, self.sim.now_ms, settle=False)
+        self.unsettled = True
+
+    def settle(self) -> None:
+        if self.unsettled:
+            self.unsettled = False
+            self.core.settle(self.sim.now_ms)
+            self._drain()
 
     def _drain(self) -> None:
         core = self.core
@@ -548,6 +557,7 @@ class BrokerNode:
             self.next_tick_ms = now_ms + TICK_MS
             self.core.tick(now_ms)
             self._drain()
+        self.settle()
 
     def _heartbeat(self) -> None:
         if self.broker_epoch is None:
@@ -834,6 +844,9 @@ class Simulation:
         for envelope in self.network.due(self.now_ms):
             self.trace(f"{envelope.src}>{envelope.dst} {envelope.kind}")
             self._deliver(envelope)
+        for broker in self.brokers.values():  # the end of each broker's pass of its loop
+            if broker.alive:
+                broker.settle()
         if self.controller.alive and self.controller.paused_until is None:
             self.controller.tick()
         for broker in self.brokers.values():

@@ -300,6 +300,53 @@ def test_acks_all_waits_until_the_follower_has_the_batch() -> None:
     assert follower.high_watermark == 2
 
 
+def test_a_follower_fetch_counts_for_its_progress_once_however_often_it_is_served(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As Kafka's DelayedFetch: a follower's Fetch moves its progress (and so the ISR and the
+    HW) when it arrives; served again after waiting it only reads. And a HW that moves wakes
+    consumers' parked fetches, not followers' (they wait for records, and learn the HW with
+    them): with three replicas, each produce used to serve every parked fetch three times."""
+    from rlog.core.replication import leader as leader_module
+
+    taken = []
+    original = leader_module.progress_after_fetch
+
+    def counting(*args: Any) -> Any:
+        taken.append(args)
+        return original(*args)
+
+    monkeypatch.setattr(leader_module, "progress_after_fetch", counting)
+    from rlog.core.broker import broker as broker_module
+
+    served = []
+    fetch_partition = broker_module.fetch_partition
+
+    def counting_serves(*args: Any, **kwargs: Any) -> Any:
+        served.append(args[4])  # the replica id
+        return fetch_partition(*args, **kwargs)
+
+    monkeypatch.setattr(broker_module, "fetch_partition", counting_serves)
+    cluster = Cluster(brokers=(1, 2, 3))
+    consumer = cluster.fetch(1, 0, max_wait_ms=60_000)
+    for round_ in range(3):
+        taken.clear()
+        served.clear()
+        sent_before = len(cluster.sent)
+        token = cluster.produce(1, batch(b"v%d" % round_), acks=-1)
+        cluster.run()
+        assert cluster.error(token) == ErrorCode.NONE
+        fetches = [r for _b, r in cluster.sent[sent_before:] if r.api_key == ApiKey.FETCH]
+        # The fetches parked before the produce only read; each follower's next one, which
+        # moves the HW, is taken into its progress once.
+        assert len(taken) == len(fetches) == 2
+        # Served: the two parked with the records, the two new ones as they arrive (they park).
+        assert len([replica for replica in served if replica >= 0]) == 4
+        assert cluster.replica(1).high_watermark == round_ + 1
+    # The consumer's fetch was parked below the HW: the first HW move answered it.
+    assert partition_of(cluster.answers[consumer] or {})["high_watermark"] == 1
+
+
 def test_acks_all_with_an_isr_below_min_insync_replicas_is_refused() -> None:
     cluster = Cluster(brokers=(1,), topic_configs={"min.insync.replicas": "2"})
     assert cluster.error(cluster.produce(1, batch(b"a"), acks=-1)) == ErrorCode.NOT_ENOUGH_REPLICAS

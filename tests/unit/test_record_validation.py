@@ -398,10 +398,10 @@ def test_a_wrong_max_timestamp_is_rewritten_when_stored(tmp_path) -> None:
     batch = resign(batch)
     checked = check_producer_batch(batch, ProducerStateManager(), RULES)
     assert isinstance(checked, CheckedBatch)
-    assert checked.header.max_timestamp == BASE_TIMESTAMP + 6
+    assert checked.max_timestamp == BASE_TIMESTAMP + 6
     log = Log(str(tmp_path / "t-0"), LogConfig(), RealFileSystem(), recovery_point=0,
               log_start_offset=0, now_ms=0)  # fmt: skip
-    info = log.append(batch, 0, leader_epoch=3, max_timestamp=checked.header.max_timestamp)
+    info = log.append(batch, 0, leader_epoch=3, max_timestamp=checked.max_timestamp)
     assert info.max_timestamp == BASE_TIMESTAMP + 6
     stored = log.read(0, 1 << 20, log.log_end_offset).records
     assert stored is not None

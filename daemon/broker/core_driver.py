@@ -2,9 +2,12 @@
 steps it with what arrives (client requests, metadata, peers' and the controller's answers, the
 clock) and does what each Ready says, in order: fsync, then send, then answer.
 
-Client requests the core serves wait on a future its answer resolves. Requests to peers and
-the controller run as tasks whose answers are stepped back in; a failed one is stepped back as
-failed, so the core never waits forever.
+The listener hands client requests over with a callback the answer is given to (`submit`);
+the broker's own coroutines (the group service) await a future instead (`request`). Events are
+stepped as they arrive, and the core settles once per pass of the event loop, after everything
+read in that pass: under load a follower's parked fetch is answered once for many produces.
+Requests to peers and the controller run as tasks whose answers are stepped back in; a failed one
+is stepped back as failed, so the core never waits forever.
 
 After each drain the driver looks at the log dir's health (log_dir.py): the first failed or too
 slow storage call is stepped into the core as `LogDirFailed`, journaled (`log_dir_failed`), and
@@ -73,8 +76,11 @@ class BrokerDriver:
         self._send_to_peer: PeerSender | None = None
         self._producer_ids: ProducerIdSource | None = None
         self._waiting: dict[Any, asyncio.Future[Any]] = {}
+        self._replies: dict[Any, Callable[[Body | None], None]] = {}  # submit()'s callbacks
         self._tokens = count()
         self._background: set[asyncio.Task[None]] = set()
+        self._settle_scheduled = False
+        self._closed = False
 
     def connect(
         self,
@@ -89,7 +95,19 @@ class BrokerDriver:
     # ---- inputs ----
 
     def step(self, event: Event) -> None:
-        self.core.step(event, now_ms())
+        """Step `event` now; settle and do the Ready once this pass of the event loop has
+        handed over everything it read (`BrokerCore.step`'s `settle`): under load, one answer
+        to a follower's parked fetch carries every produce read in the same pass."""
+        self.core.step(event, now_ms(), settle=False)
+        if not self._settle_scheduled:
+            self._settle_scheduled = True
+            asyncio.get_running_loop().call_soon(self._settle)
+
+    def _settle(self) -> None:
+        self._settle_scheduled = False
+        if self._closed:
+            return
+        self.core.settle(now_ms())
         self._drain()
 
     def tick(self) -> None:
@@ -112,6 +130,21 @@ class BrokerDriver:
             return await future
         finally:
             self._waiting.pop(token, None)
+
+    def submit(
+        self,
+        api_key: ApiKey,
+        api_version: int,
+        body: Body,
+        client_id: str | None,
+        client_host: str,
+        reply: Callable[[Body | None], None],
+    ) -> None:
+        """A client's request the core serves; `reply` takes the core's answer (None: acks=0),
+        perhaps before this returns. The listener's way: no future or task per request."""
+        token = ("client", next(self._tokens))
+        self._replies[token] = reply
+        self.step(ClientRequest(token, api_key, api_version, body, client_id or "", client_host))
 
     async def append(
         self, topic: str, partition: int, records: bytes, acks: int, timeout_ms: int
@@ -165,6 +198,10 @@ class BrokerDriver:
             if ready.wants_producer_ids:
                 self._spawn(self._take_producer_ids())
             for token, answer in ready.responses:
+                reply = self._replies.pop(token, None)
+                if reply is not None:
+                    reply(answer)
+                    continue
                 future = self._waiting.pop(token, None)
                 if future is not None and not future.done():
                     future.set_result(answer)
@@ -267,9 +304,11 @@ class BrokerDriver:
 
     def close(self) -> None:
         """Clean shutdown: flush every log and write checkpoints, so start-up re-reads nothing."""
+        self._closed = True
         for task in self._background:
             task.cancel()
         for future in self._waiting.values():
             if not future.done():
                 future.cancel()
+        self._replies.clear()
         self.core.close()

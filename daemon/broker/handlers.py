@@ -106,10 +106,26 @@ class Handlers:
         }
         missing = set(SUPPORTED) - set(self.table)
         assert not missing, f"advertised APIs without a handler: {missing}"
+        self._core_served = frozenset(
+            key for key, handler in self.table.items() if handler == self._served_by_core
+        )
 
     @property
     def image(self) -> MetadataImage:
         return self.link.image
+
+    def serve_now(
+        self, request: Request, client_host: str, reply: Callable[[Body | None], None]
+    ) -> bool:
+        """Requests the broker core serves go straight to it, answered through `reply`; the
+        rest (False) run `handle` in a task of their own."""
+        if request.api_key not in self._core_served:
+            return False
+        body = request.body or {}
+        self.driver.submit(
+            request.api_key, request.api_version, body, request.client_id, client_host, reply
+        )
+        return True
 
     async def handle(self, request: Request) -> Body | None:
         return await self.table[ApiKey(request.api_key)](request)

@@ -1,9 +1,24 @@
 """The broker's Kafka listener: sockets in, decoded requests to handlers, responses out in order.
 
-Each connection has a reader (bytes → the sans-IO ServerConnection → requests, each handled in its
-own task so a long-polling fetch does not hold up the connection's reading) and a writer that sends
-responses strictly in request order, as Kafka clients require. Log bytes in a fetch response go
-from the segment file to the socket with sendfile, never through Python objects.
+The small-request path is the hot one (a producer with linger.ms=0 sends one request per record,
+and every produce is followed by the followers' fetches), so a connection costs no coroutine per
+request and no event-loop registration per read:
+
+- the socket stays registered for reading (`add_reader`) while the connection may read; each
+  wake-up reads what is there and parses every whole request in it;
+- requests the broker core serves (Produce, Fetch, the group and transaction APIs) go straight
+  to it with a callback that takes the answer; only the others (Metadata, admin requests
+  forwarded to the controller) run as a task each;
+- answers go out strictly in request order, as Kafka clients require: each connection keeps its
+  requests in arrival order and writes the answered ones at the head, once per loop pass, in one
+  `sendmsg` where they fit, so pipelined answers share a system call;
+- log bytes in a fetch answer go from the segment file to the socket with sendfile, never
+  through Python objects, except small slices (up to SMALL_SLICE_BYTES), which are read and sent
+  with the rest of the answer: one pread is cheaper than the two extra system calls around a
+  sendfile between the answer's other parts;
+- a connection stops reading while it has CONNECTION_INFLIGHT_MAX requests unanswered or more
+  than OUTPUT_BACKLOG_MAX bytes not yet taken by its client, so a client that pipelines without
+  reading cannot make the broker buffer without bound.
 """
 
 from __future__ import annotations
@@ -13,7 +28,8 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Callable, Coroutine, Mapping
 from contextvars import ContextVar
 from typing import Any, Protocol
 
@@ -26,6 +42,7 @@ from rlog.core.protocol.connection import (
     Request,
     ServerConnection,
 )
+from rlog.core.storage.files import FileSlice
 from rlog.daemon.broker.faults import Faults, peer_of
 from rlog.daemon.faults_file import CLIENTS
 
@@ -33,16 +50,28 @@ log = logging.getLogger(__name__)
 
 # Bytes asked of the socket per read: a 1 MiB produce request arrives in a few reads.
 RECEIVE_CHUNK_BYTES = 256 * 1024
+# Log slices up to this size are read and sent with the answer's other bytes (see above).
+SMALL_SLICE_BYTES = 64 * 1024
+# A connection reads no more requests while this many answer bytes wait for its client.
+OUTPUT_BACKLOG_MAX = 8 * 1024 * 1024
+# Buffers per sendmsg: Linux's IOV_MAX is 1024.
+SENDMSG_BUFFERS_MAX = 512
 
-_Pending = tuple[Request, "asyncio.Task[dict[str, Any] | None]"] | None
+Body = dict[str, Any]
+Reply = Callable[[Body | None], None]
 
-
-# The address of the client whose request is being handled (group members' `client_host`).
+# The address of the client whose request is being handled (group members' `client_host`), for
+# handlers that run as tasks.
 CLIENT_HOST: ContextVar[str] = ContextVar("client_host", default="")
 
 
 class RequestHandler(Protocol):
-    async def handle(self, request: Request) -> dict[str, Any] | None: ...
+    def serve_now(self, request: Request, client_host: str, reply: Reply) -> bool:
+        """Hand `request` to whoever answers it through `reply` (at once or later); False if it
+        needs `handle`, a coroutine, instead."""
+        ...
+
+    async def handle(self, request: Request) -> Body | None: ...
 
 
 class BrokerServer:
@@ -61,7 +90,8 @@ class BrokerServer:
         self.supported = supported
         self.faults = faults
         self._listener: socket.socket | None = None
-        self._connections: set[asyncio.Task[None]] = set()
+        self._connections: set[_Connection] = set()
+        self.requests_received = 0  # every request read, clients' and peers' (RequestsPerSec)
 
     def listen(self, host: str, port: int) -> None:
         """Bind now, so a port in use is reported before the broker says it is up."""
@@ -83,140 +113,316 @@ class BrokerServer:
             client, address = await loop.sock_accept(self._listener)
             client.setblocking(False)
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            task = asyncio.create_task(self._serve_connection(client, address))
-            self._connections.add(task)
-            task.add_done_callback(self._connections.discard)
+            host = f"/{address[0]}" if isinstance(address, tuple) and address else ""
+            connection = _Connection(self, client, host, address)
+            self._connections.add(connection)
+            connection.start()
 
     async def close(self) -> None:
         if self._listener is not None:
             self._listener.close()
-        for task in list(self._connections):
-            task.cancel()
-        await asyncio.gather(*self._connections, return_exceptions=True)
+        for connection in list(self._connections):
+            connection.close()
 
-    async def _serve_connection(self, client: socket.socket, address: Any) -> None:
-        loop = asyncio.get_running_loop()
-        if isinstance(address, tuple) and address:
-            CLIENT_HOST.set(f"/{address[0]}")  # Kafka shows hosts as "/127.0.0.1"
-        codec = ServerConnection(self.max_request_bytes, self.supported)
-        # Bounded: a client pipelining more requests than this waits for answers before we read on.
-        pending: asyncio.Queue[_Pending] = asyncio.Queue(limits.CONNECTION_INFLIGHT_MAX)
-        writer = asyncio.create_task(self._write_responses(client, codec, pending))
-        try:
-            while not writer.done():
-                event = codec.next_event()
-                if event is NEED_DATA:
-                    data = await loop.sock_recv(client, RECEIVE_CHUNK_BYTES)
-                    codec.receive_data(data)
-                    continue
-                if event is CONNECTION_CLOSED:
-                    break
-                assert isinstance(event, Request)
-                if self.faults is not None and self.faults.is_cut(peer_of(event.client_id)):
-                    break  # the link is cut: the peer sees its connection drop
-                task = asyncio.create_task(self._handle(event))
-                await pending.put((event, task))
-        except RemoteProtocolError as error:
-            log.info("closing connection from %s: %s", address, error)
-        except OSError:
-            pass  # the peer went away
-        finally:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await pending.put(None)
-                await writer
-            writer.cancel()
-            client.close()
+    def forget(self, connection: _Connection) -> None:
+        self._connections.discard(connection)
 
-    async def _handle(self, request: Request) -> dict[str, Any] | None:
-        if self.faults is not None:
-            await self.faults.delay()
-        return await self.handlers.handle(request)
-
-    async def _write_responses(
-        self, client: socket.socket, codec: ServerConnection, pending: asyncio.Queue[_Pending]
-    ) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            while (item := await pending.get()) is not None:
-                request, task = item
-                try:
-                    body = await task
-                except Exception:
-                    log.exception(
-                        "handler for api %d v%d failed; closing the connection",
-                        request.api_key,
-                        request.api_version,
-                    )
-                    _hang_up(client)
-                    return
-                if body is None:
-                    continue  # acks=0 produce: no response
-                if self._loses_answer(request, body):
-                    _hang_up(client)  # the client sees its connection drop, and retries
-                    return
-                for part in codec.send(request, body):
-                    if isinstance(part, bytes | bytearray | memoryview):
-                        await loop.sock_sendall(client, part)
-                    else:
-                        await _sendfile(client, part.fileno(), part.position, part.size)
-        except OSError:
-            pass  # the peer went away; the reader sees it too
-        finally:
-            while not pending.empty():
-                item = pending.get_nowait()
-                if item is not None:
-                    item[1].cancel()
-
-    def _loses_answer(self, request: Request, body: dict[str, Any]) -> bool:
+    def loses_answer(self, request: Request, body: Body) -> bool:
         """Chaos: drop this answer to a Kafka client's Produce that appended something. An
         answer that appended nothing (every partition an error) makes no duplicate, so it does
         not use up a loss. The rule is about clients: requests from rlog's own processes are
         always answered."""
-        if self.faults is None or request.api_key != ApiKey.PRODUCE:
+        faults = self.faults
+        if faults is None or faults.answers_to_lose <= 0 or request.api_key != ApiKey.PRODUCE:
             return False
         if peer_of(request.client_id) != CLIENTS or not _appended(body):
             return False
         return self.faults.take_lost_answer(request.client_id, request.correlation_id)
 
 
-def _appended(produce_response: dict[str, Any]) -> bool:
+class _Slot:
+    """One request of a connection, in arrival order, and its answer once there is one."""
+
+    __slots__ = ("answered", "body", "request")
+
+    def __init__(self, request: Request) -> None:
+        self.request = request
+        self.answered = False
+        self.body: Body | None = None
+
+
+class _Connection:
+    """One client connection: a reader callback, requests in order, an output queue."""
+
+    def __init__(
+        self, server: BrokerServer, sock: socket.socket, client_host: str, address: Any
+    ) -> None:
+        self.server = server
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.client_host = client_host
+        self.address = address
+        self.codec = ServerConnection(server.max_request_bytes, server.supported)
+        self.loop = asyncio.get_running_loop()
+        self.slots: deque[_Slot] = deque()
+        self.output: deque[bytes | memoryview | FileSlice] = deque()
+        self.output_bytes = 0
+        self.reading = False
+        self.writing = False
+        self.flush_scheduled = False
+        self.input_ended = False  # the client closed its side: answer what it asked, then close
+        self.closed = False
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    # ---- reading ----
+
+    def start(self) -> None:
+        self._resume_reading()
+
+    def _resume_reading(self) -> None:
+        if not self.reading and not self.closed and not self.input_ended:
+            self.loop.add_reader(self.fd, self._on_readable)
+            self.reading = True
+
+    def _pause_reading(self) -> None:
+        if self.reading:
+            self.loop.remove_reader(self.fd)
+            self.reading = False
+
+    def _on_readable(self) -> None:
+        try:
+            data = self.sock.recv(RECEIVE_CHUNK_BYTES)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self.close()  # the peer went away
+            return
+        self.codec.receive_data(data)
+        self._take_requests()
+
+    def _take_requests(self) -> None:
+        """Start every whole request buffered, up to the in-flight bound."""
+        server = self.server
+        while not self.closed and len(self.slots) < limits.CONNECTION_INFLIGHT_MAX:
+            try:
+                event = self.codec.next_event()
+            except RemoteProtocolError as error:
+                log.info("closing connection from %s: %s", self.address, error)
+                self.close()
+                return
+            if event is NEED_DATA:
+                break
+            if event is CONNECTION_CLOSED:
+                self._pause_reading()
+                self.input_ended = True
+                self._close_if_done()
+                return
+            assert isinstance(event, Request)
+            server.requests_received += 1
+            faults = server.faults
+            if faults is not None and faults.rules.cut and faults.is_cut(peer_of(event.client_id)):
+                self.close()  # the link is cut: the peer sees its connection drop
+                return
+            slot = _Slot(event)
+            self.slots.append(slot)
+            if faults is not None and faults.rules.delay_ms:
+                self._spawn(self._handle_later(slot, faults))
+            else:
+                self._start(slot)
+        self._pace_reading()
+
+    def _pace_reading(self) -> None:
+        full = (
+            len(self.slots) >= limits.CONNECTION_INFLIGHT_MAX
+            or self.output_bytes > OUTPUT_BACKLOG_MAX
+        )
+        if full:
+            self._pause_reading()
+        else:
+            self._resume_reading()
+
+    # ---- handling ----
+
+    def _start(self, slot: _Slot) -> None:
+        handlers = self.server.handlers
+        try:
+            if handlers.serve_now(
+                slot.request, self.client_host, lambda body: self._answer(slot, body)
+            ):
+                return
+        except Exception:
+            self._handler_failed(slot.request)
+            return
+        self._spawn(self._handle(slot))
+
+    async def _handle(self, slot: _Slot) -> None:
+        CLIENT_HOST.set(self.client_host)
+        try:
+            body = await self.server.handlers.handle(slot.request)
+        except Exception:
+            self._handler_failed(slot.request)
+            return
+        self._answer(slot, body)
+
+    async def _handle_later(self, slot: _Slot, faults: Faults) -> None:
+        await faults.delay()
+        self._start(slot)
+
+    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        task = self.loop.create_task(coroutine)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    def _handler_failed(self, request: Request) -> None:
+        log.exception(
+            "handler for api %d v%d failed; closing the connection",
+            request.api_key,
+            request.api_version,
+        )
+        self.close()
+
+    def _answer(self, slot: _Slot, body: Body | None) -> None:
+        if self.closed:
+            return
+        slot.answered, slot.body = True, body
+        if self.slots[0] is slot and not self.flush_scheduled:
+            # Written at the end of this loop pass, with whatever else is answered by then.
+            self.flush_scheduled = True
+            self.loop.call_soon(self._flush)
+
+    # ---- writing ----
+
+    def _flush(self) -> None:
+        """Encode the answered requests at the head, in order, and write what the socket takes."""
+        self.flush_scheduled = False
+        if self.closed:
+            return
+        slots = self.slots
+        while slots and slots[0].answered:
+            slot = slots.popleft()
+            if slot.body is None:
+                continue  # acks=0 produce: no response
+            if self.server.loses_answer(slot.request, slot.body):
+                self.close()  # the client sees its connection drop, and retries
+                return
+            try:
+                parts = self.codec.send(slot.request, slot.body)
+            except Exception:
+                self._handler_failed(slot.request)
+                return
+            for part in parts:
+                if not self._queue(part):
+                    return
+        self._write()
+
+    def _queue(self, part: bytes | FileSlice) -> bool:
+        """Add one part of an answer to the output; False (and the connection closed) if a small
+        log slice could not be read whole."""
+        if isinstance(part, FileSlice) and part.size <= SMALL_SLICE_BYTES:
+            data = part.read()  # sent in the same sendmsg as the bytes around it
+            if len(data) != part.size:
+                log.warning("a log file shrank under a fetch answer to %s; closing", self.address)
+                self.close()
+                return False
+            part = data
+        self.output_bytes += part.size if isinstance(part, FileSlice) else len(part)
+        self.output.append(part)
+        return True
+
+    def _write(self) -> None:
+        try:
+            done = self._write_output()
+        except OSError:
+            self.close()  # the peer went away, or a log file shrank under a sendfile
+            return
+        if done and self.writing:
+            self.loop.remove_writer(self.fd)
+            self.writing = False
+        elif not done and not self.writing:
+            self.loop.add_writer(self.fd, self._write)
+            self.writing = True
+        if self.reading:
+            self._pace_reading()  # the backlog may have grown past its bound
+        else:
+            self._take_requests()  # room again: requests buffered while paused go on
+        self._close_if_done()
+
+    def _write_output(self) -> bool:
+        """Write queued parts until the socket is full; whether all were written."""
+        output = self.output
+        while output:
+            head = output[0]
+            if isinstance(head, FileSlice):
+                sent = _sendfile_some(self.fd, head)
+                if sent is None:
+                    return False
+                self.output_bytes -= sent
+                if sent < head.size:
+                    output[0] = FileSlice(
+                        head.file, head.position + sent, head.size - sent, head.next_offset
+                    )
+                    return False
+                output.popleft()
+                continue
+            buffers: list[bytes | memoryview] = []
+            for part in output:
+                if isinstance(part, FileSlice) or len(buffers) == SENDMSG_BUFFERS_MAX:
+                    break
+                buffers.append(part)
+            try:
+                sent = self.sock.sendmsg(buffers)
+            except (BlockingIOError, InterruptedError):
+                return False
+            self.output_bytes -= sent
+            for part in buffers:
+                if sent >= len(part):
+                    sent -= len(part)
+                    output.popleft()
+                    continue
+                output[0] = memoryview(part)[sent:]
+                return False
+        return True
+
+    # ---- closing ----
+
+    def _close_if_done(self) -> None:
+        if self.input_ended and not self.slots and not self.output:
+            self.close()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self._pause_reading()
+        if self.writing:
+            self.loop.remove_writer(self.fd)
+            self.writing = False
+        for task in self.tasks:
+            task.cancel()
+        self.slots.clear()
+        self.output.clear()
+        with contextlib.suppress(OSError):
+            self.sock.close()
+        self.server.forget(self)
+
+
+def _sendfile_some(socket_fd: int, part: FileSlice) -> int | None:
+    """Bytes of `part` the socket took (None: none, it is full)."""
+    try:
+        sent = os.sendfile(socket_fd, part.fileno(), part.position, part.size)
+    except (BlockingIOError, InterruptedError):
+        return None
+    if sent == 0:
+        # The file is shorter than the slice we promised in the size prefix: the frame can't be
+        # completed, so the connection must end.
+        raise ConnectionError("log file shrank under a fetch response")
+    return sent
+
+
+def _appended(produce_response: Body) -> bool:
     """Whether a Produce answer reports any partition written."""
     return any(
         partition.get("error_code") == 0
         for topic in produce_response.get("responses", ())
         for partition in topic.get("partition_responses", ())
     )
-
-
-def _hang_up(client: socket.socket) -> None:
-    """End the connection now, not when the client next sends: the reader, waiting in
-    sock_recv, sees the end of the stream and closes the socket."""
-    with contextlib.suppress(OSError):
-        client.shutdown(socket.SHUT_RDWR)
-
-
-async def _sendfile(client: socket.socket, file_descriptor: int, offset: int, count: int) -> None:
-    """os.sendfile on a non-blocking socket, waiting for writability when the buffer is full."""
-    loop = asyncio.get_running_loop()
-    while count > 0:
-        try:
-            sent = os.sendfile(client.fileno(), file_descriptor, offset, count)
-        except BlockingIOError:
-            writable = loop.create_future()
-            loop.add_writer(client.fileno(), _resolve, writable)
-            try:
-                await writable
-            finally:
-                loop.remove_writer(client.fileno())
-            continue
-        if sent == 0:
-            # The file is shorter than the slice we promised in the size prefix: the frame can't
-            # be completed, so the connection must end.
-            raise ConnectionError("log file shrank under a fetch response")
-        offset += sent
-        count -= sent
-
-
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)

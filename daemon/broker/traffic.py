@@ -16,9 +16,10 @@ from rlog.core.broker import TrafficCounters
 from rlog.daemon.data_dir import traffic_path
 
 
-def write_traffic(counters: TrafficCounters, data_dir: Path) -> None:
-    """Replace `traffic.json`: readers see the old or the new counters, never half."""
-    document = {"ts": time.time(), "pid": os.getpid(), **asdict(counters)}
+def write_traffic(counters: TrafficCounters, data_dir: Path, requests: int) -> None:
+    """Replace `traffic.json`: readers see the old or the new counters, never half.
+    `requests`: every request the listener read since start, clients' and peers'."""
+    document = {"ts": time.time(), "pid": os.getpid(), **asdict(counters), "requests": requests}
     path = traffic_path(data_dir)
     scratch = path.with_suffix(".json.tmp")
     try:

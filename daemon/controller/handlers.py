@@ -63,6 +63,10 @@ class Handlers:
         }
         assert set(self.table) == set(CONTROLLER_SUPPORTED), "handlers and advertised APIs differ"
 
+    def serve_now(self, request: Request, client_host: str, reply: Callable[..., None]) -> bool:
+        """Every controller request runs `handle` in a task of its own."""
+        return False
+
     async def handle(self, request: Request) -> Body:
         api_key = ApiKey(request.api_key)
         try:

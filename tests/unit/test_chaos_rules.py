@@ -156,6 +156,9 @@ def _produce(client_id: str, error_codes: list[int]) -> tuple[Request, dict[str,
 
 
 class _NoHandlers:
+    def serve_now(self, request: Request, client_host: str, reply: Any) -> bool:
+        raise AssertionError("no request is handled here")
+
     async def handle(self, request: Request) -> dict[str, Any] | None:
         raise AssertionError("no request is handled here")
 
@@ -164,10 +167,10 @@ def test_only_answers_to_clients_that_appended_something_are_lost() -> None:
     faults = Faults(None)
     faults.answers_to_lose = 10
     server = BrokerServer(_NoHandlers(), max_request_bytes=1 << 20, faults=faults)
-    assert not server._loses_answer(*_produce("broker-2", [0])), "rlog's own are spared"
-    assert not server._loses_answer(*_produce("rdkafka", [6, 6])), "nothing appended"
+    assert not server.loses_answer(*_produce("broker-2", [0])), "rlog's own are spared"
+    assert not server.loses_answer(*_produce("rdkafka", [6, 6])), "nothing appended"
     assert faults.answers_to_lose == 10, "and neither uses up a loss"
-    assert server._loses_answer(*_produce("rdkafka", [6, 0]))
+    assert server.loses_answer(*_produce("rdkafka", [6, 0]))
     assert faults.answers_to_lose == 9
     metadata = Request(ApiKey.METADATA, 8, 8, "rdkafka", {}, 10)
-    assert not server._loses_answer(metadata, {"responses": []})
+    assert not server.loses_answer(metadata, {"responses": []})

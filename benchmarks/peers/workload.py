@@ -337,47 +337,44 @@ def measure(cluster: Cluster, settings: Settings, rf: int, log: Callable[[str], 
     topics["e2e"] = "peers-e2e"
     create_topics(boot, [topics["batch"], topics["steady"], topics["e2e"]], s.partitions, rf)
     create_topics(boot, [topics["one"]], 1, rf)
+    names = ("warm-up", "batched", "one_at_a_time", "steady", "e2e")
+    return run_phases(
+        {name: lambda n=name: measure_phase(n, cluster, topics, s) for name in names}, log
+    )
 
-    def batched() -> dict[str, Any]:
+
+def measure_phase(
+    name: str, cluster: Cluster, topics: dict[str, str], s: Settings
+) -> dict[str, Any]:
+    """One measurement: "batched" (topics["batch"]), "one_at_a_time" (topics["one"], one
+    partition), "steady" and "e2e" (their topics), or an untimed "warm-up"."""
+    boot = cluster.bootstrap
+    if name == "batched":
         share = s.records // s.producers
         args = [(boot, topics["batch"], share, s.partitions) for _ in range(s.producers)]
         runs, cpu, _wall = run_workers(_batched_worker, args, cluster, timeout_s=600)
         return throughput(runs, share * s.producers, cpu)
-
-    def one_at_a_time() -> dict[str, Any]:
+    if name == "one_at_a_time":
         return _one_at_a_time(cluster, topics["one"], s.one_at_a_time)
-
-    def steady() -> dict[str, Any]:
+    if name == "steady":
         return _steady(cluster, topics["steady"], s.steady_rate, s.steady_seconds, s)
-
-    def e2e() -> dict[str, Any]:
+    if name == "e2e":
         rate, seconds = s.e2e_rate, s.e2e_seconds
-        args: list[tuple[Any, ...]] = [
+        producer_args: list[tuple[Any, ...]] = [
             (boot, topics["e2e"], rate, seconds, 0, 1, s.partitions, EAGER_PROPS)
         ]
-        expected = int(rate * seconds)
-        ctx_args = [(boot, topics["e2e"], expected, seconds + 30)]
-        return _e2e(cluster, args, ctx_args, rate)
-
-    def warm_up() -> dict[str, Any]:
+        consumer_args = [(boot, topics["e2e"], int(rate * seconds), seconds + 30)]
+        return _e2e(cluster, producer_args, consumer_args, rate)
+    if name == "warm-up":
         # Untimed, the same for every system: a JVM peer JIT-compiles its hot paths here rather
         # than in the measured phases, and every system has its segments and connections made.
-        share = max(1, s.records // 5 // s.producers)
-        args = [(boot, topics["batch"], share, s.partitions) for _ in range(s.producers)]
-        run_workers(_batched_worker, args, cluster, timeout_s=600)
+        if "batch" in topics:
+            share = max(1, s.records // 5 // s.producers)
+            args = [(boot, topics["batch"], share, s.partitions) for _ in range(s.producers)]
+            run_workers(_batched_worker, args, cluster, timeout_s=600)
         _steady(cluster, topics["steady"], s.steady_rate, 1.0, s)
         return {}
-
-    return run_phases(
-        {
-            "warm-up": warm_up,
-            "batched": batched,
-            "one_at_a_time": one_at_a_time,
-            "steady": steady,
-            "e2e": e2e,
-        },
-        log,
-    )
+    raise ValueError(f"no phase {name!r}")
 
 
 def _one_at_a_time(cluster: Cluster, topic: str, count: int) -> dict[str, Any]:

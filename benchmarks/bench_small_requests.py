@@ -1,0 +1,144 @@
+"""The small-request path: what a record costs when every record is its own request.
+
+    python benchmarks/bench_small_requests.py              # 3 rounds, ~4 minutes
+    python benchmarks/bench_small_requests.py --rounds 5 --seconds 30 --json
+
+One rlog cluster (``rlog cluster up --brokers 3``, RF=3, min.insync.replicas=2, acks=all, 100-byte
+records, confluent-kafka in producer processes of their own), measured in rounds; each round runs:
+
+* one-at-a-time: one producer, one record in flight, linger.ms=0, on a 1-partition topic;
+* steady: 10,000 records/s open loop, linger.ms=0, on a 6-partition topic, latency from each
+  record's scheduled send time to its acknowledgement;
+* batched: 1,000,000 records from 3 producers, linger.ms=5 (the throughput that must not drop).
+
+For each phase it reports the latency percentiles (or records/s), the brokers' CPU seconds, and
+requests per broker CPU-second: every request the three brokers' listeners read (clients' and
+the followers' own fetches, from each broker's traffic.json) divided by the CPU seconds the
+brokers and the controller used over the same window. Figures are medians over the rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from peers import rlog as rlog_peer
+from peers.common import Cluster
+from peers.workload import Settings, create_topics, measure_phase
+
+from rlog.daemon.broker.traffic import read_traffic
+from rlog.daemon.data_dir import broker_dir
+
+BROKERS = 3
+TRAFFIC_WRITE_INTERVAL_S = 1.1  # brokers rewrite traffic.json every second
+
+
+def requests_read(cluster: Cluster) -> int:
+    """Requests the brokers' listeners have read since they started (as of their last write)."""
+    total = 0
+    for broker_id in range(1, BROKERS + 1):
+        counters = read_traffic(broker_dir(cluster.root / "data", broker_id)) or {}
+        total += int(counters.get("requests", 0))
+    return total
+
+
+def with_request_rate(cluster: Cluster, phase: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Run a phase and add the requests the brokers read per CPU-second they used meanwhile."""
+    time.sleep(TRAFFIC_WRITE_INTERVAL_S)
+    requests0, cpu0, t0 = requests_read(cluster), cluster.cpu_seconds(), time.monotonic()
+    result = phase()
+    time.sleep(TRAFFIC_WRITE_INTERVAL_S)
+    requests1, cpu1, t1 = requests_read(cluster), cluster.cpu_seconds(), time.monotonic()
+    requests, cpu = requests1 - requests0, cpu1 - cpu0
+    return result | {
+        "requests": requests,
+        "requests_per_s": requests / (t1 - t0),
+        "requests_per_cpu_s": requests / cpu if cpu > 0 else float("nan"),
+    }
+
+
+def one_round(cluster: Cluster, settings: Settings, round_index: int) -> dict[str, Any]:
+    suffix = f"-{round_index}"
+    topics = {"one": "small-one" + suffix, "steady": "small-steady" + suffix}
+    topics["batch"] = "small-batch" + suffix
+    create_topics(cluster.bootstrap, [topics["steady"], topics["batch"]], settings.partitions, 3)
+    create_topics(cluster.bootstrap, [topics["one"]], 1, 3)
+    return {
+        name: with_request_rate(cluster, lambda n=name: measure_phase(n, cluster, topics, settings))
+        for name in ("one_at_a_time", "steady", "batched")
+    }
+
+
+ROWS = [
+    ("one-at-a-time p50 ms", "one_at_a_time", "p50_ms", ".2f"),
+    ("one-at-a-time p99 ms", "one_at_a_time", "p99_ms", ".2f"),
+    ("one-at-a-time requests/CPU-s", "one_at_a_time", "requests_per_cpu_s", ",.0f"),
+    ("steady p50 ms", "steady", "p50_ms", ".2f"),
+    ("steady p99 ms", "steady", "p99_ms", ".2f"),
+    ("steady p99.9 ms", "steady", "p999_ms", ".2f"),
+    ("steady achieved rec/s", "steady", "achieved_rate", ",.0f"),
+    ("steady broker CPU s/100k", "steady", "cpu_per_100k_s", ".2f"),
+    ("steady requests/s", "steady", "requests_per_s", ",.0f"),
+    ("steady requests/CPU-s", "steady", "requests_per_cpu_s", ",.0f"),
+    ("batched rec/s", "batched", "records_per_sec", ",.0f"),
+    ("batched broker CPU s/100k", "batched", "cpu_per_100k_s", ".2f"),
+]
+
+
+def medians(rounds: list[dict[str, Any]]) -> dict[str, float]:
+    out = {}
+    for label, phase, key, _fmt in ROWS:
+        values = [r[phase][key] for r in rounds if key in r.get(phase, {})]
+        out[label] = statistics.median(values) if values else float("nan")
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=20, help="of the steady phase")
+    parser.add_argument("--rate", type=int, default=10_000, help="of the steady phase, rec/s")
+    parser.add_argument("--one", type=int, default=5_000, help="records sent one at a time")
+    parser.add_argument("--records", type=int, default=1_000_000, help="of the batched phase")
+    parser.add_argument("--json", action="store_true", help="print every round as JSON")
+    args = parser.parse_args()
+    settings = Settings(
+        records=args.records,
+        producers=3,
+        one_at_a_time=args.one,
+        steady_rate=args.rate,
+        steady_seconds=args.seconds,
+        e2e_rate=0,
+        e2e_seconds=0,
+    )
+    root = Path(tempfile.mkdtemp(prefix="rlog-small-requests-"))
+    cluster = rlog_peer.start(root, BROKERS)
+    rounds: list[dict[str, Any]] = []
+    try:
+        create_topics(cluster.bootstrap, ["small-warm-up"], settings.partitions, 3)
+        measure_phase("warm-up", cluster, {"steady": "small-warm-up"}, settings)
+        for index in range(args.rounds):
+            rounds.append(one_round(cluster, settings, index))
+            print(f"round {index + 1}: {json.dumps(medians(rounds[-1:]))}", file=sys.stderr)
+    finally:
+        cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    if args.json:
+        print(json.dumps(rounds, indent=2))
+        return
+    print(f"rlog, 3 brokers RF=3 acks=all, median of {len(rounds)} rounds")
+    for label, value in medians(rounds).items():
+        fmt = next(f for lbl, _p, _k, f in ROWS if lbl == label)
+        print(f"  {label:32} {format(value, fmt):>12}")
+
+
+if __name__ == "__main__":
+    main()

@@ -94,6 +94,7 @@ class _ParkedFetch:
     deadline_ms: int
     keys: frozenset[TopicPartition]
     api_version: int
+    arrival: int  # the order fetches arrived in: woken fetches are served in it
 
 
 class BrokerCore:
@@ -140,6 +141,7 @@ class BrokerCore:
         self._syncing: dict[TopicPartition, list[tuple[ProduceJob, int]]] = {}
         self._parked: dict[Token, _ParkedFetch] = {}
         self._parked_on: dict[TopicPartition, set[Token]] = {}
+        self._arrivals = count()
         self._woken: set[TopicPartition] = set()  # changed: every fetch parked there is served
         # Only the HW moved: only consumers' parked fetches are served (they read below it); a
         # follower's waits for records, as Kafka's DelayedFetch does, and learns the HW from its
@@ -753,6 +755,7 @@ class BrokerCore:
             now_ms + max_wait_ms,
             keys,
             request.api_version,
+            next(self._arrivals),
         )
         self._serve_parked(parked, now_ms)
 
@@ -933,28 +936,35 @@ class BrokerCore:
                     for token in self._parked_on.get(key, ())
                     if self._parked[token].replica_id < 0  # a consumer's, not a follower's
                 )
-            for token in sorted(tokens, key=str):
-                parked = self._parked.get(token)
-                if parked is not None:
+            # In arrival order: deterministic, and cheaper than ordering the tokens themselves.
+            woken_fetches = sorted(
+                (self._parked[token] for token in tokens), key=lambda parked: parked.arrival
+            )
+            for parked in woken_fetches:
+                if parked.token in self._parked:  # not answered by an earlier one's effects
                     self._serve_parked(parked, now_ms)
         self.followers.plan(now_ms, self._out.peer_requests)
         out = self._out
         out.peer_requests += self.txns.take_peer_requests()
-        out.group_events += self.groups.events
-        self.groups.events = []
-        out.txn_events += self.txns.events
-        self.txns.events = []
+        # Most settles have nothing below: each list is looked at before it is replaced.
+        if self.groups.events:
+            out.group_events += self.groups.events
+            self.groups.events = []
+        if self.txns.events:
+            out.txn_events += self.txns.events
+            self.txns.events = []
         if self.producer_ids.wants_block:
             self.producer_ids.wants_block = False
             out.wants_producer_ids = True
-        for txn_loaded in self.txns.loaded:
-            out.log_messages.append(_describe_txn_load(txn_loaded))
-        self.txns.loaded = []
-        out.log_messages += self.hosted.log_messages
-        self.hosted.log_messages = []
-        for loaded in self.groups.loaded:
-            out.log_messages.append(_describe_load(loaded))
-        self.groups.loaded = []
+        if self.txns.loaded:
+            out.log_messages += [_describe_txn_load(loaded) for loaded in self.txns.loaded]
+            self.txns.loaded = []
+        if self.hosted.log_messages:
+            out.log_messages += self.hosted.log_messages
+            self.hosted.log_messages = []
+        if self.groups.loaded:
+            out.log_messages += [_describe_load(loaded) for loaded in self.groups.loaded]
+            self.groups.loaded = []
 
 
 def _counting_member_ids(broker_id: int) -> Callable[[str], str]:

@@ -2,10 +2,10 @@
 controller and to each other, the CLI asking brokers what clients do not expose.
 
 Two clients over the sans-IO ClientConnection: `KafkaClient` (asyncio, one connection, many
-requests in flight, answered in order) and `BlockingKafkaClient` (a plain socket, one request at
-a time). Both raise `WireError` for anything that ends the exchange: refused connection, timeout,
-a closed or garbled stream. After a WireError the connection is closed; the next request opens a
-new one.
+requests in flight, answered in order, through a callback or awaited) and
+`BlockingKafkaClient` (a plain socket, one request at a time). Both raise `WireError` for
+anything that ends the exchange: refused connection, timeout, a closed or garbled stream. After a
+WireError the connection is closed; the next request opens a new one.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import asyncio
 import contextlib
 import socket
 from collections import deque
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol, cast
 
 from rlog.core.protocol.apis import ApiKey
 from rlog.core.protocol.connection import (
@@ -34,9 +34,63 @@ class WireError(Exception):
     """The request got no answer: the peer is down, slow, or spoke garbage."""
 
 
+class Gate(Protocol):
+    """Chaos's hold on a link (daemon/broker/faults.py's OutboundGate)."""
+
+    def open_now(self) -> bool:
+        """True when a request may go at once (no cut, no delay): the common case, checked
+        without a coroutine."""
+        ...
+
+    async def __call__(self) -> None:
+        """Wait out the link's delay; WireError if the link is cut."""
+        ...
+
+
+AnswerCallback = Callable[[Body | None, WireError | None], None]
+
+
+class _Waiter:
+    """A request sent (or queued until the connection is up) and waiting for its answer."""
+
+    __slots__ = ("api_key", "body", "on_answer", "timeout_s", "timer", "version")
+
+    def __init__(
+        self, api_key: ApiKey, version: int, body: Body, timeout_s: float, on_answer: AnswerCallback
+    ) -> None:
+        self.api_key, self.version, self.body = api_key, version, body
+        self.timeout_s, self.on_answer = timeout_s, on_answer
+        self.timer: asyncio.TimerHandle | None = None
+
+
+class _Stream(asyncio.Protocol):
+    """One connection of a KafkaClient: what arrives goes to the client as it arrives."""
+
+    def __init__(self, client: KafkaClient, codec: ClientConnection) -> None:
+        self.client = client
+        self.codec = codec
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports do not derive from asyncio.Transport, but behave as one.
+        self.transport = cast(asyncio.Transport, transport)
+        with contextlib.suppress(OSError, AttributeError):
+            transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def data_received(self, data: bytes) -> None:
+        self.client._received(self, data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.client._lost(self)
+
+
 class KafkaClient:
     """An asyncio connection to one Kafka listener that reconnects on the next request after
     a failure. Requests may be issued concurrently; each waits for its own answer.
+
+    `send` is the callback form the broker's replication uses (no coroutine, task or future per
+    request: a follower sends one Fetch per produce it replicates); `request` awaits the same.
+    Bytes arrive through an asyncio Protocol, with no reader task.
     """
 
     def __init__(
@@ -45,19 +99,18 @@ class KafkaClient:
         port: int,
         *,
         client_id: str = "rlog",
-        gate: Callable[[], Awaitable[None]] | None = None,
+        gate: Gate | None = None,
     ) -> None:
-        """`gate`: awaited before each request; it may delay it or raise WireError (chaos)."""
+        """`gate`: consulted before each request; it may delay it or refuse it (chaos)."""
         self.host = host
         self.port = port
         self.client_id = client_id
         self.gate = gate
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._codec = ClientConnection()
-        self._waiting: deque[asyncio.Future[Response]] = deque()
-        self._receiver: asyncio.Task[None] | None = None
-        self._connecting: asyncio.Lock | None = None
+        self._stream: _Stream | None = None  # set once connected and the queue is written
+        self._connecting: asyncio.Task[None] | None = None
+        self._waiting: deque[_Waiter] = deque()  # sent, in the order answers will come
+        self._queued: list[_Waiter] = []  # waiting for the connection
+        self._tasks: set[asyncio.Task[None]] = set()
 
     @property
     def address(self) -> str:
@@ -65,90 +118,152 @@ class KafkaClient:
 
     async def request(self, api_key: ApiKey, version: int, body: Body, *, timeout_s: float) -> Body:
         """Send one request and return the response body; WireError if none came in time."""
-        if self.gate is not None:
-            try:
-                await self.gate()
-            except WireError:
-                self.close()
-                raise
+        answer: asyncio.Future[Body] = asyncio.get_running_loop().create_future()
+
+        def done(response: Body | None, error: WireError | None) -> None:
+            if answer.done():
+                return
+            if error is not None:
+                answer.set_exception(error)
+            else:
+                assert response is not None
+                answer.set_result(response)
+
+        self.send(api_key, version, body, timeout_s=timeout_s, on_answer=done)
+        return await answer
+
+    def send(
+        self,
+        api_key: ApiKey,
+        version: int,
+        body: Body,
+        *,
+        timeout_s: float,
+        on_answer: AnswerCallback,
+    ) -> None:
+        """Send one request; `on_answer` gets its body, or the WireError that ended it, always
+        later from the event loop, never inside this call (so a caller may send while it holds
+        state it must not be re-entered in)."""
+        waiter = _Waiter(api_key, version, body, timeout_s, on_answer)
+        gate = self.gate
+        if gate is not None and not gate.open_now():
+            self._spawn(self._send_through_gate(gate, waiter))
+            return
+        self._send_now(waiter)
+
+    async def _send_through_gate(self, gate: Gate, waiter: _Waiter) -> None:
         try:
-            async with asyncio.timeout(timeout_s):
-                await self._connect()
-                assert self._writer is not None
-                answer: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
-                self._waiting.append(answer)
-                self._writer.write(self._codec.send_request(api_key, version, body, self.client_id))
-                response = await answer
-        except TimeoutError:
-            # The answer may still come; the stream is out of step with us now, so start over.
+            await gate()
+        except WireError as error:
             self.close()
-            raise WireError(
-                f"{self.address}: no answer to {api_key.name} in {timeout_s}s"
-            ) from None
-        except (OSError, RemoteProtocolError) as error:
-            self.close()
-            raise WireError(f"{self.address}: {error}") from None
-        return response.body
+            waiter.on_answer(None, error)
+            return
+        self._send_now(waiter)
+
+    def _send_now(self, waiter: _Waiter) -> None:
+        loop = asyncio.get_running_loop()
+        waiter.timer = loop.call_later(waiter.timeout_s, self._timed_out, waiter)
+        stream = self._stream
+        if stream is None:
+            self._queued.append(waiter)
+            if self._connecting is None:
+                self._connecting = loop.create_task(self._connect())
+            return
+        self._write(stream, waiter)
+
+    def _write(self, stream: _Stream, waiter: _Waiter) -> None:
+        frame = stream.codec.send_request(
+            waiter.api_key, waiter.version, waiter.body, self.client_id
+        )
+        self._waiting.append(waiter)
+        assert stream.transport is not None
+        stream.transport.write(frame)
 
     async def _connect(self) -> None:
-        if self._writer is not None:
-            return
-        if self._connecting is None:
-            self._connecting = asyncio.Lock()
-        async with self._connecting:
-            if self._writer is not None:
-                return
-            reader, writer = await asyncio.open_connection(self.host, self.port)
-            with contextlib.suppress(OSError):
-                writer.get_extra_info("socket").setsockopt(
-                    socket.IPPROTO_TCP, socket.TCP_NODELAY, 1
-                )
-            self._reader, self._writer = reader, writer
-            self._codec = ClientConnection()
-            self._receiver = asyncio.create_task(self._receive(reader, self._codec))
-
-    async def _receive(self, reader: asyncio.StreamReader, codec: ClientConnection) -> None:
-        error: Exception = WireError(f"{self.address}: connection closed")
+        loop = asyncio.get_running_loop()
         try:
-            while True:
+            _transport, stream = await loop.create_connection(
+                lambda: _Stream(self, ClientConnection()), self.host, self.port
+            )
+        except OSError as error:
+            self._connecting = None
+            self._fail(WireError(f"{self.address}: {error}"))
+            return
+        self._connecting = None
+        queued, self._queued = self._queued, []
+        self._stream = stream
+        for waiter in queued:
+            self._write(stream, waiter)
+
+    def _received(self, stream: _Stream, data: bytes) -> None:
+        if stream is not self._stream:
+            return  # a connection given up on
+        codec = stream.codec
+        codec.receive_data(data)
+        while True:
+            try:
                 event = codec.next_event()
-                if event is NEED_DATA:
-                    codec.receive_data(await reader.read(RECEIVE_CHUNK_BYTES))
-                    continue
-                if event is CONNECTION_CLOSED:
-                    break
-                assert isinstance(event, Response)
-                if self._waiting:
-                    answer = self._waiting.popleft()
-                    if not answer.done():
-                        answer.set_result(event)
-        except (OSError, RemoteProtocolError) as failure:
-            error = WireError(f"{self.address}: {failure}")
-        finally:
-            if codec is self._codec:
-                self._fail_waiting(error)
-                self._drop_connection()
+            except RemoteProtocolError as failure:
+                self._fail(WireError(f"{self.address}: {failure}"))
+                return
+            if event is NEED_DATA:
+                return
+            if event is CONNECTION_CLOSED:
+                self._fail(WireError(f"{self.address}: connection closed"))
+                return
+            assert isinstance(event, Response)
+            if self._waiting:
+                waiter = self._waiting.popleft()
+                if waiter.timer is not None:
+                    waiter.timer.cancel()
+                waiter.on_answer(event.body, None)
 
-    def _fail_waiting(self, error: Exception) -> None:
-        while self._waiting:
-            answer = self._waiting.popleft()
-            if not answer.done():
-                answer.set_exception(error)
+    def _lost(self, stream: _Stream) -> None:
+        if stream is self._stream:
+            self._fail(WireError(f"{self.address}: connection closed"))
 
-    def _drop_connection(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-        self._reader = self._writer = None
+    def _timed_out(self, waiter: _Waiter) -> None:
+        # The answer may still come; the stream is out of step with us now, so start over.
+        if waiter in self._waiting or waiter in self._queued:
+            self._fail(
+                WireError(
+                    f"{self.address}: no answer to {waiter.api_key.name} in {waiter.timeout_s}s"
+                )
+            )
+
+    def _fail(self, error: WireError) -> None:
+        """Drop the connection; everything sent or queued on it hears `error`, from the loop."""
+        stream, self._stream = self._stream, None
+        if stream is not None and stream.transport is not None:
+            stream.transport.close()
+        connecting, self._connecting = self._connecting, None
+        if connecting is not None and connecting is not asyncio.current_task():
+            connecting.cancel()
+        failed = [*self._waiting, *self._queued]
+        self._waiting.clear()
+        self._queued = []
+        if not failed:
+            return
+        loop = asyncio.get_running_loop()
+        for waiter in failed:
+            if waiter.timer is not None:
+                waiter.timer.cancel()
+            loop.call_soon(waiter.on_answer, None, error)
+
+    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def close(self) -> None:
         """Drop the connection; requests waiting on it fail with WireError."""
-        receiver = self._receiver
-        self._receiver = None
-        self._fail_waiting(WireError(f"{self.address}: connection closed"))
-        self._drop_connection()
-        self._codec = ClientConnection()
-        if receiver is not None and receiver is not asyncio.current_task():
-            receiver.cancel()
+        error = WireError(f"{self.address}: connection closed")
+        try:
+            self._fail(error)
+        except RuntimeError:  # no running loop (closed at exit): nothing can be waiting
+            self._stream = None
+            self._waiting.clear()
+            self._queued = []
 
 
 class BlockingKafkaClient:

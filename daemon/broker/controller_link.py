@@ -15,7 +15,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from rlog.core.controller.api import ReplicaLogEnd
@@ -26,7 +26,7 @@ from rlog.core.protocol.apis import ApiKey
 from rlog.core.protocol.errors import ErrorCode
 from rlog.core.replication import AlterPartitionResponse, ProposeIsr
 from rlog.daemon.config import BrokerSettings
-from rlog.daemon.wire import KafkaClient, WireError
+from rlog.daemon.wire import Gate, KafkaClient, WireError
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ class ControllerLink:
         settings: BrokerSettings,
         on_metadata: Callable[[], None],
         *,
-        gate: Callable[[], Awaitable[None]] | None = None,
+        gate: Gate | None = None,
         previous_broker_epoch: int = -1,
         recovering_log_ends: Callable[[], list[ReplicaLogEnd]] = list,
         incarnation_id: uuid.UUID | None = None,

@@ -6,8 +6,8 @@ The listener hands client requests over with a callback the answer is given to (
 the broker's own coroutines (the group service) await a future instead (`request`). Events are
 stepped as they arrive, and the core settles once per pass of the event loop, after everything
 read in that pass: under load a follower's parked fetch is answered once for many produces.
-Requests to peers and the controller run as tasks whose answers are stepped back in; a failed one
-is stepped back as failed, so the core never waits forever.
+Requests to peers go out with a callback that steps the answer back in, requests to the
+controller as tasks; a failed one is stepped back as failed, so the core never waits forever.
 
 After each drain the driver looks at the log dir's health (log_dir.py): the first failed or too
 slow storage call is stepped into the core as `LogDirFailed`, journaled (`log_dir_failed`), and
@@ -50,8 +50,9 @@ log = logging.getLogger(__name__)
 
 # Sends a leader's ISR proposal to the controller and returns its answer (an error if lost).
 AlterPartitionSender = Callable[[ProposeIsr], Awaitable[AlterPartitionResponse]]
-# Sends a replica's request to a peer broker; returns its answer, or None if it failed.
-PeerSender = Callable[[PeerRequest], Awaitable[Body | None]]
+# Sends a replica's request to a peer broker; the callback gets its answer, or None if it
+# failed, always later from the event loop (never inside the call: a Ready is held then).
+PeerSender = Callable[[PeerRequest, Callable[[Body | None], None]], None]
 # Asks the controller for a block of producer ids: (first id, count); raises if it cannot.
 ProducerIdSource = Callable[[], Awaitable[tuple[int, int]]]
 
@@ -98,6 +99,8 @@ class BrokerDriver:
         """Step `event` now; settle and do the Ready once this pass of the event loop has
         handed over everything it read (`BrokerCore.step`'s `settle`): under load, one answer
         to a follower's parked fetch carries every produce read in the same pass."""
+        if self._closed:
+            return  # an answer that arrived while the broker stopped
         self.core.step(event, now_ms(), settle=False)
         if not self._settle_scheduled:
             self._settle_scheduled = True
@@ -192,7 +195,7 @@ class BrokerDriver:
             ready = core.ready()
             failed = self._sync(ready)
             for request in ready.peer_requests:
-                self._spawn(self._ask_peer(request))
+                self._ask_peer(request)
             for proposal in ready.proposals:
                 self._spawn(self._propose(proposal.token, proposal.proposal))
             if ready.wants_producer_ids:
@@ -230,11 +233,11 @@ class BrokerDriver:
                 failed.append(sync)
         return failed
 
-    async def _ask_peer(self, request: PeerRequest) -> None:
+    def _ask_peer(self, request: PeerRequest) -> None:
         sender = self._send_to_peer
         assert sender is not None, "connect() first"
-        answer = await sender(request)
-        self.step(PeerAnswered(request.token, answer))
+        token = request.token
+        sender(request, lambda answer: self.step(PeerAnswered(token, answer)))
 
     async def _take_producer_ids(self) -> None:
         first, count = -1, 0

@@ -112,6 +112,11 @@ class OutboundGate:
     faults: Faults
     peer: str
 
+    def open_now(self) -> bool:
+        """No rule holds the link: the request goes at once, without the coroutine below."""
+        rules = self.faults.rules
+        return not rules.delay_ms and self.peer not in rules.cut
+
     async def __call__(self) -> None:
         if self.faults.is_cut(self.peer):
             raise WireError(f"link to {self.peer} cut (chaos)")

@@ -6,6 +6,7 @@ rules (network partitions, delays) apply per peer.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 
@@ -28,24 +29,27 @@ class PeerLinks:
         self._faults = faults
         self._clients: dict[tuple[int, str], KafkaClient] = {}
 
-    async def send(self, request: PeerRequest) -> Body | None:
-        """The peer's answer, or None if it could not be had in time."""
+    def send(self, request: PeerRequest, on_answer: Callable[[Body | None], None]) -> None:
+        """Send `request`; `on_answer` gets the peer's answer, or None if it could not be had in
+        time, always later from the event loop (the driver sends while it holds a Ready)."""
         client = self._client(request.broker_id, request.channel)
         if client is None:
-            return None
-        try:
-            return await client.request(
-                ApiKey(request.api_key),
-                request.api_version,
-                request.body,
-                timeout_s=request.timeout_ms / 1000,
-            )
-        except WireError as error:
-            log.warning(
-                "%s to broker %d: %s", ApiKey(request.api_key).name, request.broker_id, error
-            )
-            client.close()  # the next request opens a fresh connection
-            return None
+            asyncio.get_running_loop().call_soon(on_answer, None)
+            return
+
+        def answered(body: Body | None, error: WireError | None) -> None:
+            if error is not None:
+                name = ApiKey(request.api_key).name
+                log.warning("%s to broker %d: %s", name, request.broker_id, error)
+            on_answer(body if error is None else None)
+
+        client.send(
+            ApiKey(request.api_key),
+            request.api_version,
+            request.body,
+            timeout_s=request.timeout_ms / 1000,
+            on_answer=answered,
+        )
 
     def _client(self, peer_id: int, channel: str) -> KafkaClient | None:
         """The connection to `peer_id` for requests of `channel` (each its own connection, so

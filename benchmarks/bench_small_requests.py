@@ -4,7 +4,8 @@
     python benchmarks/bench_small_requests.py --rounds 5 --seconds 30 --json
 
 One rlog cluster (``rlog cluster up --brokers 3``, RF=3, min.insync.replicas=2, acks=all, 100-byte
-records, confluent-kafka in producer processes of their own), measured in rounds; each round runs:
+records, confluent-kafka in producer processes of their own; the same three topics throughout),
+measured in rounds; each round runs:
 
 * one-at-a-time: one producer, one record in flight, linger.ms=0, on a 1-partition topic;
 * steady: 10,000 records/s open loop, linger.ms=0, on a 6-partition topic, latency from each
@@ -65,14 +66,19 @@ def with_request_rate(cluster: Cluster, phase: Callable[[], dict[str, Any]]) -> 
     }
 
 
-def one_round(cluster: Cluster, settings: Settings, round_index: int) -> dict[str, Any]:
-    suffix = f"-{round_index}"
-    topics = {"one": "small-one" + suffix, "steady": "small-steady" + suffix}
-    topics["batch"] = "small-batch" + suffix
-    create_topics(cluster.bootstrap, [topics["steady"], topics["batch"]], settings.partitions, 3)
-    create_topics(cluster.bootstrap, [topics["one"]], 1, 3)
+# The same topics in every round: a follower's Fetch names every partition it follows from a
+# leader, so a round that added partitions would cost more than the one before it.
+TOPICS = {"one": "small-one", "steady": "small-steady", "batch": "small-batch"}
+
+
+def create_the_topics(cluster: Cluster, settings: Settings) -> None:
+    create_topics(cluster.bootstrap, [TOPICS["steady"], TOPICS["batch"]], settings.partitions, 3)
+    create_topics(cluster.bootstrap, [TOPICS["one"]], 1, 3)
+
+
+def one_round(cluster: Cluster, settings: Settings) -> dict[str, Any]:
     return {
-        name: with_request_rate(cluster, lambda n=name: measure_phase(n, cluster, topics, settings))
+        name: with_request_rate(cluster, lambda n=name: measure_phase(n, cluster, TOPICS, settings))
         for name in ("one_at_a_time", "steady", "batched")
     }
 
@@ -123,10 +129,10 @@ def main() -> None:
     cluster = rlog_peer.start(root, BROKERS)
     rounds: list[dict[str, Any]] = []
     try:
-        create_topics(cluster.bootstrap, ["small-warm-up"], settings.partitions, 3)
-        measure_phase("warm-up", cluster, {"steady": "small-warm-up"}, settings)
+        create_the_topics(cluster, settings)
+        measure_phase("warm-up", cluster, {"steady": TOPICS["steady"]}, settings)
         for index in range(args.rounds):
-            rounds.append(one_round(cluster, settings, index))
+            rounds.append(one_round(cluster, settings))
             print(f"round {index + 1}: {json.dumps(medians(rounds[-1:]))}", file=sys.stderr)
     finally:
         cluster.stop()

@@ -1,6 +1,6 @@
 """The small-request path: what a record costs when every record is its own request.
 
-    python benchmarks/bench_small_requests.py              # 3 rounds, ~4 minutes
+    python benchmarks/bench_small_requests.py              # 3 rounds, ~2 minutes
     python benchmarks/bench_small_requests.py --rounds 5 --seconds 30 --json
 
 One rlog cluster (``rlog cluster up --brokers 3``, RF=3, min.insync.replicas=2, acks=all, 100-byte

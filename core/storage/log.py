@@ -467,6 +467,7 @@ class Log:
             # (a restart finishes what is left: loader.py).
             for new_segment in new:
                 new_segment.config = self._config
+                new_segment.forget_tail()  # sealed: only the active segment keeps one
             for old_segment in old:
                 if old_segment.base_offset in new_bases:
                     old_segment.release()

@@ -12,10 +12,13 @@ from support.replication import CONFIG
 
 # As a production cluster is set up (three replicas, acks=all needs two of them), with failure
 # detection fast enough for tests that kill a broker.
-CLUSTER_CONFIG = CONFIG + """\
+CLUSTER_CONFIG = (
+    CONFIG
+    + """\
 "offsets.topic.replication.factor" = 3
 "transaction.state.log.replication.factor" = 3
 """
+)
 
 
 @pytest.fixture(scope="session")

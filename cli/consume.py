@@ -106,7 +106,7 @@ class OffsetRange:
     stop: Bound | None  # None: keep consuming; else stop before this offset
 
 
-def _timestamp_ms(text: str, now_ms: int) -> int:
+def timestamp_ms(text: str, now_ms: int) -> int:
     """Unix milliseconds, or rpk-style relative ``-5m`` / ``-1h`` / ``-30s`` before now."""
     if re.fullmatch(r"\d+", text):
         return int(text)
@@ -139,8 +139,8 @@ def parse_offset(text: str, now_ms: int | None = None) -> OffsetRange:
         return OffsetRange(Bound("stored"), None)
     if text.startswith("@"):
         left, sep, right = text[1:].partition(":")
-        start = Bound("timestamp", _timestamp_ms(left, now)) if left else Bound("start")
-        stop = Bound("timestamp", _timestamp_ms(right, now)) if sep and right else None
+        start = Bound("timestamp", timestamp_ms(left, now)) if left else Bound("start")
+        stop = Bound("timestamp", timestamp_ms(right, now)) if sep and right else None
         return OffsetRange(start, stop)
     left, sep, right = text.partition(":")
     if left.startswith("-") and sep:  # "-N:..." is ambiguous with a range; rpk rejects it too

@@ -1,29 +1,33 @@
-"""``rlog topic create|list|describe|delete|elect-leaders``, in kafka-topics.sh's words.
+"""``rlog topic create|list|describe|delete|elect-leaders|trim``, in kafka-topics.sh's words.
 
 ``describe`` prints kafka-topics.sh ``--describe`` lines and adds what it does not show: the
 offline replicas and why (fenced by the controller, or paused or down as rlogd says, which it
 knows before the controller does), the leader epoch, the last stable offset (LSO: below it no
 transaction is open; read_committed consumers read up to it), the high watermark and each
 replica's log end offset and lag (asked with rlog's own wire client, see
-:mod:`rlog.cli.replicas`). ``elect-leaders`` is kafka-leader-election.sh.
+:mod:`rlog.cli.replicas`). ``elect-leaders`` is kafka-leader-election.sh; ``trim`` is
+kafka-delete-records.sh (rpk's trim-prefix).
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
-from confluent_kafka import KafkaException
+from confluent_kafka import OFFSET_END, KafkaException, TopicPartition
 from confluent_kafka.admin import (
     ConfigResource,
     ConfigSource,
     NewTopic,
+    OffsetSpec,
     ResourceType,
 )
 
 from rlog.cli import replicas
 from rlog.cli.admin import Admin, JsonOption, PropertyOption, open_admin
+from rlog.cli.consume import timestamp_ms as consume_timestamp_ms
 from rlog.cli.discovery import (
     BootstrapOption,
     DataDirOption,
@@ -515,4 +519,132 @@ def elect_leaders(
     else:
         terminal.lines(_election_line(r, election) for r in results)
     if not all(r.ok for r in results):
+        raise typer.Exit(int(ExitCode.FAILURE))
+
+
+@dataclass(frozen=True)
+class TrimPoint:
+    """Where `trim --before` cuts: an offset, a time (the first record at or after it), or
+    the high watermark (everything readable)."""
+
+    kind: str  # offset | timestamp | end
+    value: int = 0
+
+
+def _trim_point(text: str, now_ms: int) -> TrimPoint:
+    if text.isdigit():
+        return TrimPoint("offset", int(text))
+    if text.lower() in ("end", "hw"):
+        return TrimPoint("end")
+    if text.startswith("@"):
+        try:
+            return TrimPoint("timestamp", consume_timestamp_ms(text[1:], now_ms))
+        except ValueError as exc:
+            raise CliError(f"--before: {exc}", ExitCode.USAGE) from None
+    raise CliError(
+        f"--before: bad value {text!r} (an offset, @TIME as unix ms or -N(ms|s|m|h|d), or end)",
+        ExitCode.USAGE,
+    )
+
+
+def _partitions_of(admin: Admin, topic: str) -> list[int]:
+    found = _metadata(admin, topic).topics.get(topic)
+    if found is None or found.error is not None:
+        raise CliError(f"topic {topic} does not exist", ExitCode.NOT_FOUND)
+    return sorted(found.partitions)
+
+
+def _trim_offsets(
+    admin: Admin, topic: str, partitions: list[int], point: TrimPoint
+) -> dict[int, int]:
+    """The offset to trim each partition before (-1: its high watermark)."""
+    if point.kind == "offset":
+        return dict.fromkeys(partitions, point.value)
+    if point.kind == "end":
+        return dict.fromkeys(partitions, OFFSET_END)
+    spec = OffsetSpec.for_timestamp(point.value)
+    futures = admin.client.list_offsets(
+        {TopicPartition(topic, p): spec for p in partitions}, request_timeout=admin.timeout_s
+    )
+    found = {}
+    for key, future in futures.items():
+        offset = admin.result(future, "list offsets by time", topic).offset
+        found[key.partition] = OFFSET_END if offset < 0 else offset  # no record that late
+    return found
+
+
+@app.command(no_args_is_help=True)
+def trim(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="Topic name.", show_default=False)],
+    before: Annotated[
+        str,
+        typer.Option(
+            "--before",
+            "-o",
+            metavar="OFFSET|@TIME|end",
+            help="Delete the records before this offset; before the first record at or after "
+            "@TIME (unix ms, or -N(ms|s|m|h|d) ago); or 'end': everything below the high "
+            "watermark.",
+            show_default=False,
+        ),
+    ],
+    partition: Annotated[
+        list[int] | None,
+        typer.Option(
+            "--partition",
+            "-p",
+            min=0,
+            help="Only this partition (repeatable) [default: every partition].",
+            show_default=False,
+        ),
+    ] = None,
+    json_out: JsonOption = False,
+    bootstrap: BootstrapOption = None,
+    data_dir: DataDirOption = None,
+    properties: PropertyOption = None,
+) -> None:
+    """Delete the oldest records of a topic (DeleteRecords, as kafka-delete-records.sh and
+    rpk topic trim-prefix): each partition's log start moves forward on every replica, and
+    consumers below it start over at the new log start.
+
+    Prints each partition's new log start (its low watermark). A partition that refuses
+    (an offset past its high watermark, a compacted topic) makes the exit status 1."""
+    settings = settings_of(ctx).override(bootstrap, data_dir)
+    point = _trim_point(before, int(time.time() * 1000))
+    admin = open_admin(settings, properties)
+    known = _partitions_of(admin, name)
+    chosen = sorted(set(partition)) if partition else known
+    unknown = [p for p in chosen if p not in known]
+    if unknown:
+        raise CliError(
+            f"topic {name} has no partition {', '.join(map(str, unknown))} (it has {len(known)})",
+            ExitCode.NOT_FOUND,
+        )
+    offsets = _trim_offsets(admin, name, chosen, point)
+    futures = admin.client.delete_records(
+        [TopicPartition(name, p, offsets[p]) for p in chosen],
+        request_timeout=settings.timeout_s,
+        operation_timeout=settings.timeout_s,
+    )
+    results: list[dict[str, Any]] = []
+    for key, future in sorted(futures.items(), key=lambda item: item[0].partition):
+        try:
+            deleted = future.result(timeout=settings.timeout_s + 5)
+            results.append({"partition": key.partition, "log_start_offset": deleted.low_watermark})
+        except KafkaException as exc:
+            error = exc.args[0]
+            results.append({"partition": key.partition, "error": error.name(),
+                            "message": error.str()})  # fmt: skip
+    terminal = settings.terminal
+    if json_out:
+        terminal.json({"topic": name, "partitions": results})
+    else:
+        terminal.lines(
+            f"{name}-{r['partition']}: log start offset now {r['log_start_offset']}"
+            if "error" not in r
+            else f"{name}-{r['partition']}: {r['error']}: {r['message']}"
+            for r in results
+        )
+    if any("error" in r for r in results):
         raise typer.Exit(int(ExitCode.FAILURE))

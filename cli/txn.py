@@ -1,4 +1,5 @@
-"""``rlog txn list|describe``: transactions, as kafka-transactions.sh ``list`` and ``describe``.
+"""``rlog txn list|describe|producers``: transactions and producer state, as
+kafka-transactions.sh ``list``, ``describe`` and ``describe-producers``.
 
 confluent-kafka's AdminClient has no ListTransactions or DescribeTransactions, so these speak
 the protocol through rlog's own wire client (:class:`rlog.cli.replicas.WireCluster`), as
@@ -12,12 +13,18 @@ Kafka's admin client does:
   that knows, not only the first that answers), then one DescribeTransactions v0 per
   coordinator. Kafka's retriable coordinator errors (loading, not
   available, not the coordinator) are retried until ``--timeout``.
+* ``producers``: Metadata for the topic's leaders, then one DescribeProducers v0 per leader (or
+  at ``--broker-id``: any replica answers from its own producer state). Partitions whose leader
+  moved (NOT_LEADER_OR_FOLLOWER, or no answer) are asked again with new Metadata until
+  ``--timeout``.
 
 The columns are kafka-transactions.sh's: ``list`` prints TransactionalId, Coordinator,
 ProducerId, TransactionState; ``describe`` CoordinatorId, TransactionalId, ProducerId,
 ProducerEpoch, TransactionState, TransactionTimeoutMs, CurrentTransactionStartTimeMs,
 TransactionDurationMs, TopicPartitions ("None" where the transaction has no start time, as
-Kafka prints it).
+Kafka prints it); ``producers`` Partition, then describe-producers' ProducerId, ProducerEpoch,
+LatestCoordinatorEpoch, LastSequence, LastTimestamp, CurrentTransactionStartOffset ("None"
+when no transaction is open).
 """
 
 from __future__ import annotations
@@ -45,7 +52,8 @@ from rlog.core.protocol.apis import ApiKey
 from rlog.core.protocol.errors import ErrorCode
 
 app = typer.Typer(
-    help="List and describe transactions (kafka-transactions.sh list / describe).",
+    help="List and describe transactions, and the producers partitions know "
+    "(kafka-transactions.sh list / describe / describe-producers).",
     no_args_is_help=True,
 )
 
@@ -65,6 +73,15 @@ DESCRIBE_HEADERS = (
     "CurrentTransactionStartTimeMs",
     "TransactionDurationMs",
     "TopicPartitions",
+)
+PRODUCERS_HEADERS = (
+    "Partition",
+    "ProducerId",
+    "ProducerEpoch",
+    "LatestCoordinatorEpoch",
+    "LastSequence",
+    "LastTimestamp",
+    "CurrentTransactionStartOffset",
 )
 # Answers that mean "ask again, perhaps elsewhere": the coordinator is loading its partition of
 # __transaction_state, has none elected yet, or moved.
@@ -153,6 +170,64 @@ class Description:
             "transaction_duration_ms": self.duration_ms(now_ms),
             "topic_partitions": [{"topic": t, "partition": p} for t, p in self.partitions],
         }
+
+
+@dataclass(frozen=True)
+class ProducerState:
+    """One active producer as a partition's DescribeProducers answer reports it."""
+
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    txn_start_offset: int | None  # None: no transaction open (Kafka's -1)
+
+    def cells(self) -> tuple[Any, ...]:
+        return (
+            self.partition,
+            self.producer_id,
+            self.producer_epoch,
+            self.coordinator_epoch,
+            self.last_sequence,
+            self.last_timestamp,
+            NONE if self.txn_start_offset is None else self.txn_start_offset,
+        )
+
+    def as_json(self, topic: str) -> dict[str, Any]:
+        return {
+            "topic": topic,
+            "partition": self.partition,
+            "producer_id": self.producer_id,
+            "producer_epoch": self.producer_epoch,
+            "coordinator_epoch": self.coordinator_epoch,
+            "last_sequence": self.last_sequence,
+            "last_timestamp": self.last_timestamp,
+            "current_transaction_start_offset": self.txn_start_offset,
+        }
+
+
+def producer_states_of(answer: Body) -> list[ProducerState]:
+    """The active producers of one DescribeProducers partition answer without an error,
+    sorted by producer id."""
+    states = [
+        ProducerState(
+            partition=answer["partition_index"],
+            producer_id=entry["producer_id"],
+            producer_epoch=entry["producer_epoch"],
+            coordinator_epoch=entry["coordinator_epoch"],
+            last_sequence=entry["last_sequence"],
+            last_timestamp=entry["last_timestamp"],
+            txn_start_offset=(
+                entry["current_txn_start_offset"]
+                if entry["current_txn_start_offset"] >= 0
+                else None
+            ),
+        )
+        for entry in answer["active_producers"]
+    ]
+    return sorted(states, key=lambda state: state.producer_id)
 
 
 def merge_listings(answers: Iterable[tuple[int, Body]]) -> list[Listing]:
@@ -356,6 +431,76 @@ def describe_transactions(
     return ordered, [t for t in dict.fromkeys(transactional_ids) if t in missing]
 
 
+# Where a partition's producers are asked again, with new Metadata: its leader moved.
+PRODUCERS_RETRIABLE = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE}
+
+
+def describe_producers(
+    cluster: replicas.WireCluster,
+    topic: str,
+    partitions: Sequence[int] | None,
+    broker_id: int | None,
+    timeout_s: float,
+) -> tuple[list[ProducerState], list[str]]:
+    """DescribeProducers for ``partitions`` of ``topic`` (None: all), each asked of its leader
+    or of ``broker_id``: the active producers by partition, then producer id, and one error
+    line per partition that did not answer."""
+    deadline = time.monotonic() + timeout_s
+    pending: list[int] | None = None if partitions is None else sorted(set(partitions))
+    found: list[ProducerState] = []
+    failed: dict[int, str] = {}  # partition -> why its last attempt failed
+    while True:
+        (metadata,) = replicas.fetch_metadata(cluster, [topic])["topics"]
+        known = {p.partition: p for p in replicas.partitions_of(metadata)}
+        if pending is None:
+            pending = sorted(known)
+        unknown = [p for p in pending if p not in known]
+        if unknown:
+            raise CliError(
+                f"unknown partition {topic}-{unknown[0]} ({topic} has {len(known)})",
+                ExitCode.NOT_FOUND,
+            )
+        by_broker: dict[int, list[int]] = {}
+        for index in pending:
+            target = known[index].leader if broker_id is None else broker_id
+            by_broker.setdefault(target, []).append(index)
+        retry: list[int] = []
+        for target, indexes in sorted(by_broker.items()):
+            request = {"topics": [{"name": topic, "partition_indexes": indexes}]}
+            body = None
+            if target >= 0:
+                body = cluster.request_at(target, ApiKey.DESCRIBE_PRODUCERS, 0, request)
+            if body is None:
+                if target < 0:
+                    reason = "no leader"
+                elif target in cluster.brokers:
+                    reason = f"broker {target} did not answer"
+                else:
+                    reason = f"no broker {target} in the cluster"
+                retry += indexes if broker_id is None else []
+                failed.update(dict.fromkeys(indexes, reason))
+                continue
+            for answer in (p for t in body["topics"] for p in t["partitions"]):
+                index, code = answer["partition_index"], answer["error_code"]
+                if code == ErrorCode.NONE:
+                    found += producer_states_of(answer)
+                    failed.pop(index, None)
+                    continue
+                reason = answer.get("error_message") or replicas.error_name(code)
+                failed[index] = f"{reason} (broker {target})"
+                if code in PRODUCERS_RETRIABLE and broker_id is None:
+                    retry.append(index)
+        if not retry or time.monotonic() + RETRY_BACKOFF_S >= deadline:
+            found.sort(key=lambda state: (state.partition, state.producer_id))
+            errors = [
+                f"describe producers of {topic}-{index} failed: {reason}"
+                for index, reason in sorted(failed.items())
+            ]
+            return found, errors
+        time.sleep(RETRY_BACKOFF_S)
+        pending = sorted(retry)
+
+
 # -- commands ----------------------------------------------------------------------------
 
 
@@ -436,3 +581,56 @@ def _print_descriptions(
         terminal.json([d.as_json(now_ms) for d in found])
     elif found:
         terminal.table(DESCRIBE_HEADERS, [d.cells(now_ms) for d in found])
+
+
+@app.command(no_args_is_help=True)
+def producers(
+    ctx: typer.Context,
+    topic: Annotated[str, typer.Argument(help="The topic.", show_default=False)],
+    partition: Annotated[
+        list[int] | None,
+        typer.Option(
+            "--partition",
+            "-p",
+            metavar="N",
+            min=0,
+            help="Only this partition (repeatable); default: every partition.",
+            show_default=False,
+        ),
+    ] = None,
+    broker_id: Annotated[
+        int | None,
+        typer.Option(
+            "--broker-id",
+            metavar="ID",
+            min=0,
+            help="Ask this broker's replica instead of the leader (followers answer too).",
+            show_default=False,
+        ),
+    ] = None,
+    json_out: JsonOption = False,
+    bootstrap: BootstrapOption = None,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Describe the active producers of a topic's partitions, as kafka-transactions.sh
+    describe-producers, one row per producer: Partition, ProducerId, ProducerEpoch,
+    LatestCoordinatorEpoch, LastSequence, LastTimestamp, CurrentTransactionStartOffset (the
+    first offset of its open transaction there, "None" when none is open).
+
+    A partition that could not be described is an error (exit 1), after the others are
+    printed."""
+    settings = settings_of(ctx).override(bootstrap, data_dir)
+    cluster = _wire(settings)
+    try:
+        found, errors = describe_producers(
+            cluster, topic, partition or None, broker_id, settings.timeout_s
+        )
+    finally:
+        cluster.close()
+    terminal = settings.terminal
+    if json_out:
+        terminal.json([state.as_json(topic) for state in found])
+    else:
+        terminal.table(PRODUCERS_HEADERS, [state.cells() for state in found])
+    if errors:
+        raise CliError(errors[0], ExitCode.FAILURE, details=errors[1:])

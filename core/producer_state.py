@@ -220,7 +220,7 @@ class ProducerStateManager:
                 current_txn_first_offset=carried,  # a marker with a bumped epoch closes it
             )
             self._entries[header.producer_id] = entry
-        entry.last_timestamp = max(entry.last_timestamp, header.max_timestamp)
+        entry.last_timestamp = header.max_timestamp  # the last batch's, as Kafka keeps it
         if header.is_control:
             return self._close_transaction(entry, first_offset, marker)
         if header.base_sequence >= 0:

@@ -54,13 +54,15 @@ from rlog.core.broker.messages import (
 )
 from rlog.core.broker.produce import ProduceJob, produce_partition_body
 from rlog.core.broker.producer_ids import ProducerIdPool
+from rlog.core.broker.record_deletion import RecordDeletion
 from rlog.core.broker.serving import (
     CONSUMER_REPLICA_ID,
     READ_COMMITTED,
+    describe_producers,
     empty_fetch_partition,
     epoch_end_offset,
     fetch_partition,
-    list_offset,
+    list_offsets,
     not_hosted_error,
     offline_fetch_error,
 )
@@ -131,6 +133,7 @@ class BrokerCore:
             config.transactions, self._txn_write, self._respond, self.producer_ids, self.markers
         )
         self.verification = TxnVerification(config.broker_id, config.replica_socket_timeout_ms)
+        self.deletions = RecordDeletion(self._respond)
         self._now_ms = now_ms
         self._out = Ready()
         self._handed_out: Ready | None = None
@@ -273,6 +276,7 @@ class BrokerCore:
         self.txns.tick(now_ms)
         self.markers.tick(self.image, now_ms, self._out.peer_requests)
         self.verification.tick(now_ms)
+        self.deletions.expire(now_ms)
         self._periodic_duties(now_ms)
         self._settle(now_ms)
 
@@ -410,6 +414,7 @@ class BrokerCore:
         self._due_checkpoints = set()
         self._hw_dirty = self._metadata_retry = False
         self.followers.regroup([])  # answers still in flight are ignored
+        self.deletions.fail_all(ErrorCode.KAFKA_STORAGE_ERROR)
         self.groups.on_metadata(self.image, lambda _p: None, now_ms)  # clients find another
         self.txns.on_metadata(self.image, lambda _p: None, now_ms)
         self._woken.update(self.hosted.replicas)  # parked fetches get the error now
@@ -463,9 +468,17 @@ class BrokerCore:
         elif api_key == ApiKey.FETCH:
             self._fetch(request, now_ms)
         elif api_key == ApiKey.LIST_OFFSETS:
-            self._respond(request.token, self._list_offsets(request.body))
+            self._respond(request.token, self._list_offsets(request.body, request.api_version))
+        elif api_key == ApiKey.DESCRIBE_PRODUCERS:
+            self._respond(request.token, self._describe_producers(request.body))
         elif api_key == ApiKey.OFFSET_FOR_LEADER_EPOCH:
             self._respond(request.token, self._epoch_end_offsets(request.body))
+        elif api_key == ApiKey.DELETE_RECORDS:
+            offline = self.offline is not None
+            self.deletions.serve(
+                request.token, request.body, request.client_id, self.hosted.get, self.image,
+                now_ms, offline=offline,
+            )  # fmt: skip
         elif api_key == ApiKey.WRITE_TXN_MARKERS:
             self._write_txn_markers(request)
         else:
@@ -759,9 +772,9 @@ class BrokerCore:
         )
         self._serve_parked(parked, now_ms)
 
-    def _serve_parked(self, parked: _ParkedFetch, now_ms: int) -> None:
-        """Answer the fetch if it has enough bytes, an error or no more time; else park it
-        until one of its partitions changes or its deadline passes."""
+    def _serve_parked(self, parked: _ParkedFetch, now_ms: int, *, force: bool = False) -> None:
+        """Answer the fetch if it has enough bytes, an error or no more time (or `force`);
+        else park it until one of its partitions changes or its deadline passes."""
         # A follower's fetch state (its LEO, whether it caught up, the HW) is taken once, when
         # the request arrives; serving it again after it waited only reads, as Kafka's
         # DelayedFetch does.
@@ -770,7 +783,8 @@ class BrokerCore:
             parked.body, parked.replica_id, parked.api_version, arrived=arrived
         )
         final = (
-            total_bytes >= parked.body["min_bytes"]
+            force
+            or total_bytes >= parked.body["min_bytes"]
             or has_error
             or now_ms >= parked.deadline_ms
             or not parked.keys
@@ -790,6 +804,15 @@ class BrokerCore:
             {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0,
              "responses": responses},
         )  # fmt: skip
+
+    def _answer_followers_waiting_on(self, keys: set[TopicPartition], now_ms: int) -> None:
+        """Answer the followers' parked fetches on `keys` now: their answers carry the new log
+        start, which the followers take and report back in their next fetch (DeleteRecords
+        waits for that, not for replica.fetch.wait.max.ms)."""
+        tokens = set().union(*(self._parked_on.get(key, ()) for key in keys))
+        for parked in sorted((self._parked[t] for t in tokens), key=lambda p: p.arrival):
+            if parked.replica_id >= 0 and parked.token in self._parked:
+                self._serve_parked(parked, now_ms, force=True)
 
     def _unpark(self, parked: _ParkedFetch) -> None:
         if self._parked.pop(parked.token, None) is None:
@@ -848,23 +871,16 @@ class BrokerCore:
                 if isinstance(records, FileSlice):
                     self.traffic.fetched(request["fetch_offset"], records.next_offset, records.size)
 
-    # ---- ListOffsets, OffsetForLeaderEpoch ----
+    # ---- ListOffsets, DescribeProducers, OffsetForLeaderEpoch ----
 
-    def _list_offsets(self, body: Body) -> Body:
-        replica_id = body.get("replica_id", CONSUMER_REPLICA_ID)
-        read_committed = body.get("isolation_level", 0) == READ_COMMITTED
-        topics = []
-        for topic in body["topics"]:
-            name = topic["name"]
-            partitions = [
-                self._offline_answer(name, p["partition_index"], "partition_index",
-                                     timestamp=-1, offset=-1, leader_epoch=-1)
-                or list_offset(self.hosted.get((name, p["partition_index"])), self.image, name, p,
-                               replica_id, read_committed=read_committed)
-                for p in topic["partitions"]
-            ]  # fmt: skip
-            topics.append({"name": name, "partitions": partitions})
-        return {"throttle_time_ms": 0, "topics": topics}
+    def _list_offsets(self, body: Body, api_version: int) -> Body:
+        offline = self.offline is not None
+        return list_offsets(body, api_version, self.image, self.hosted.get, offline=offline)
+
+    def _describe_producers(self, body: Body) -> Body:
+        """Any replica answers (not only the leader), as in Kafka."""
+        offline = self.offline is not None
+        return describe_producers(body, self.image, self.hosted.get, offline=offline)
 
     def _epoch_end_offsets(self, body: Body) -> Body:
         topics = []
@@ -920,12 +936,22 @@ class BrokerCore:
         if now_ms >= self._next_retention_ms:
             self._next_retention_ms = now_ms + config.log_retention_check_interval_ms
             for _key, replica in self.hosted:  # only below the HW, as Kafka
-                replica.log.delete_retained_segments(now_ms, replica.high_watermark)
+                if replica.log.delete_retained_segments(now_ms, replica.high_watermark):
+                    # The epochs of deleted segments go with them, as when the log start moves.
+                    replica.epochs.truncate_from_start(replica.log.log_start_offset)
         self._out.checkpoints = bool(self._due_checkpoints)
 
     def _settle(self, now_ms: int) -> None:
         """After any change: answer parked fetches whose partitions changed, then let idle
         follower sessions send their next request."""
+        deletions = self.deletions
+        if deletions.has_waiting:  # DeleteRecords waiting for the followers' log starts
+            deletions.check(self.hosted.get, self.image)
+        if deletions.moved:  # deleted records stay deleted, on every replica
+            self._answer_followers_waiting_on(deletions.moved, now_ms)
+            deletions.moved = set()
+            self._due_checkpoints.add("recovery")
+            self._out.checkpoints = True
         while self._woken or self._hw_moved:
             woken, self._woken = self._woken, set()
             hw_moved, self._hw_moved = self._hw_moved, set()

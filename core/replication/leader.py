@@ -49,6 +49,7 @@ from rlog.core.storage.log import OffsetOutOfRangeError
 
 ACKS_ALL = -1
 VALID_ACKS = (0, 1, ACKS_ALL)
+DELETE_TO_HIGH_WATERMARK = -1  # DeleteRecords' offset meaning "everything below the HW"
 
 
 # AlterPartition errors that mean our view of the partition is stale: the controller's newer
@@ -280,9 +281,11 @@ class Leader:
         max_bytes: int,
         min_one_batch: bool,
         record_progress: bool = True,
+        log_start_offset: int | None = None,
     ) -> FollowerFetchResult:
         """The follower's progress (and so the ISR and the HW) moves with each Fetch it
-        sends; `record_progress` False reads for a Fetch whose progress was taken already."""
+        sends; `record_progress` False reads for a Fetch whose progress was taken already.
+        `log_start_offset`: the follower's, as its Fetch says (v5+)."""
         local = self._local
         log = local.log
         if replica_id not in self.followers:
@@ -296,7 +299,11 @@ class Leader:
         if record_progress:
             progress = self.followers[replica_id]
             self.followers[replica_id] = progress_after_fetch(
-                progress, fetch_offset, log.log_end_offset, now_ms
+                progress,
+                fetch_offset,
+                log.log_end_offset,
+                now_ms,
+                log_start_offset=log_start_offset,
             )
             effects = self._maybe_expand_isr(replica_id, now_ms)
             effects += self._advance_high_watermark()
@@ -305,6 +312,31 @@ class Leader:
         except OffsetOutOfRangeError:  # checked above; the log did not change since
             raise AssertionError(f"{local}: fetch offset {fetch_offset} left the log") from None
         return self._fetch_answer(ErrorCode.NONE, records=found.records, effects=effects)
+
+    # ---- DeleteRecords ----
+
+    def delete_records(self, offset: int) -> tuple[ErrorCode, int]:
+        """Move the log start to `offset` (DELETE_TO_HIGH_WATERMARK: the HW), as Kafka's
+        deleteRecordsOnLeader: never past the HW, never back. Returns the error and the
+        offset the request waits for (the followers follow through their fetch answers)."""
+        local = self._local
+        if not local.log.config.deletes_by_retention:
+            return ErrorCode.POLICY_VIOLATION, -1
+        wanted = local.high_watermark if offset == DELETE_TO_HIGH_WATERMARK else offset
+        if not 0 <= wanted <= local.high_watermark:
+            return ErrorCode.OFFSET_OUT_OF_RANGE, -1
+        local.advance_log_start_offset(wanted)
+        return ErrorCode.NONE, wanted
+
+    def low_watermark(self, alive: frozenset[int]) -> int:
+        """The lowest log start among this leader and the followers on live brokers (Kafka's
+        lowWatermarkIfLeader): a follower that has not said its log start yet holds it at -1."""
+        lowest = self._local.log.log_start_offset
+        for replica_id, progress in self.followers.items():
+            if replica_id in alive:
+                follower_start = progress.log_start_offset
+                lowest = min(lowest, -1 if follower_start is None else follower_start)
+        return lowest
 
     def _divergence(self, fetch_offset: int, last_fetched_epoch: int) -> DivergingEpoch | None:
         """Fetch v12+: where the follower's log leaves ours, if its last epoch says it does."""

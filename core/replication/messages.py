@@ -184,6 +184,15 @@ class FollowerFetchResult:
     effects: tuple[Effect, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class DeleteOutcome:
+    """DeleteRecords on a leader: the error, or the offset the log start moved to (that every
+    live replica's log start must reach before the request is answered)."""
+
+    error: ErrorCode
+    offset: int = NO_OFFSET
+
+
 class EpochEndOffset(NamedTuple):
     """An OffsetsForLeaderEpoch answer for one partition (unpacks as error, epoch, end)."""
 

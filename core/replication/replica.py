@@ -20,6 +20,7 @@ from rlog.core.replication.messages import (
     NO_LEADER,
     AlterPartitionResponse,
     AppendOutcome,
+    DeleteOutcome,
     Effect,
     EpochEndOffset,
     FetchPlan,
@@ -261,9 +262,11 @@ class Replica:
         max_bytes: int,
         min_one_batch: bool = True,
         record_progress: bool = True,
+        log_start_offset: int | None = None,
     ) -> FollowerFetchResult:
         """A follower's Fetch: its LEO is `fetch_offset`; the answer reads up to our LEO.
-        `record_progress` False: the same Fetch served again after waiting, which only reads."""
+        `record_progress` False: the same Fetch served again after waiting, which only reads.
+        `log_start_offset`: the follower's own (Fetch v5+), for DeleteRecords."""
         error = self.leader_error(current_leader_epoch)
         if error is not None:
             return FollowerFetchResult(error)
@@ -276,9 +279,27 @@ class Replica:
             max_bytes=max_bytes,
             min_one_batch=min_one_batch,
             record_progress=record_progress,
+            log_start_offset=log_start_offset,
         )
         self._checked(list(result.effects))
         return result
+
+    def delete_records(self, offset: int, current_leader_epoch: int = NO_EPOCH) -> DeleteOutcome:
+        """DeleteRecords on the leader: the log start moves to `offset` (-1: the HW) here at
+        once, on the followers through their next fetch answers. The request is done when
+        `low_watermark` reaches `outcome.offset`."""
+        error = self.leader_error(current_leader_epoch)
+        if error is not None:
+            return DeleteOutcome(error)
+        assert isinstance(self._role, Leader)
+        error, offset = self._role.delete_records(offset)
+        return DeleteOutcome(error, offset)
+
+    def low_watermark(self, alive: frozenset[int]) -> int:
+        """The lowest log start among the replicas on live brokers (-1 when not the leader)."""
+        if not isinstance(self._role, Leader):
+            return -1
+        return self._role.low_watermark(alive)
 
     def on_consumer_fetch(
         self,

@@ -42,14 +42,24 @@ class FollowerProgress:
     last_caught_up_ms: int | None = None  # None: not caught up in this epoch
     last_fetch_ms: int | None = None
     leader_end_offset_at_last_fetch: int | None = None
+    # Its log start as its last Fetch said (None: not said yet), for DeleteRecords' low watermark.
+    log_start_offset: int | None = None
 
 
 def progress_after_fetch(
-    progress: FollowerProgress, fetch_offset: int, leader_end_offset: int, now_ms: int
+    progress: FollowerProgress,
+    fetch_offset: int,
+    leader_end_offset: int,
+    now_ms: int,
+    *,
+    log_start_offset: int | None = None,
 ) -> FollowerProgress:
     """Kafka's lastCaughtUpTimeMs rule: a fetch from the leader's LEO means caught up now; a
     fetch from at least the LEO the leader had at the previous fetch means caught up then.
+    `log_start_offset`: the follower's own, if its Fetch version carries it.
     """
+    if log_start_offset is None:
+        log_start_offset = progress.log_start_offset
     caught_up_ms = progress.last_caught_up_ms
     if fetch_offset >= leader_end_offset:
         caught_up_ms = _latest(caught_up_ms, now_ms)
@@ -64,6 +74,7 @@ def progress_after_fetch(
         last_caught_up_ms=caught_up_ms,
         last_fetch_ms=now_ms,
         leader_end_offset_at_last_fetch=leader_end_offset,
+        log_start_offset=log_start_offset,
     )
 
 

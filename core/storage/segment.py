@@ -206,6 +206,12 @@ class LogSegment:
         return self._max_timestamp
 
     @property
+    def offset_of_largest_timestamp(self) -> int:
+        """The last offset of the first batch whose maxTimestamp is `largest_timestamp` (Kafka's
+        shallowOffsetOfMaxTimestampSoFar); meaningless while `largest_timestamp` is -1."""
+        return self._offset_of_max_timestamp
+
+    @property
     def is_index_full(self) -> bool:
         return self._offset_index.is_full or self._time_index.is_full
 

@@ -312,9 +312,9 @@ def test_a_follower_fetch_counts_for_its_progress_once_however_often_it_is_serve
     taken = []
     original = leader_module.progress_after_fetch
 
-    def counting(*args: Any) -> Any:
+    def counting(*args: Any, **kwargs: Any) -> Any:
         taken.append(args)
-        return original(*args)
+        return original(*args, **kwargs)
 
     monkeypatch.setattr(leader_module, "progress_after_fetch", counting)
     from rlog.core.broker import broker as broker_module

@@ -238,7 +238,7 @@ def request_frame(api_key: int, version: int, body: bytes = b"") -> bytes:
         (999, 0),  # no such API
         (17, 1),  # SaslHandshake: not an API we know
         (-1, 0),
-        (int(ApiKey.DELETE_RECORDS), 0),  # known, not served yet
+        (int(ApiKey.DESCRIBE_CLIENT_QUOTAS), 0),  # known, not served yet
         (int(ApiKey.OFFSET_COMMIT), 8),  # served, but not this (flexible) version
         (int(ApiKey.PRODUCE), 2),  # below our range
         (int(ApiKey.PRODUCE), 9),  # above it

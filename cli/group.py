@@ -1,22 +1,30 @@
-"""``rlog group list|describe|reset-offsets|delete``: consumer groups, as kafka-consumer-groups.sh.
+"""``rlog group list|describe|reset-offsets|delete-offsets|delete``: consumer groups, as
+kafka-consumer-groups.sh.
 
 Everything goes through confluent-kafka's AdminClient, as with real Kafka: ListGroups,
 DescribeGroups, OffsetFetch (``list_consumer_group_offsets``), OffsetCommit without a member
 (``alter_consumer_group_offsets``), DeleteGroups, and ListOffsets for the log start / end
-offsets and offsets by time. The computations (lag rows, reset planning with Kafka's clamping,
-datetime and duration parsing) are plain functions, so tests need no broker.
+offsets and offsets by time. confluent-kafka's AdminClient has no OffsetDelete, so
+``delete-offsets`` speaks it through rlog's own wire client (:class:`rlog.cli.replicas.
+WireCluster`), as Kafka's admin client does: Metadata for the topics' partitions,
+FindCoordinator (key type 0), then OffsetDelete v0 at the coordinator, asked again while the
+coordinator moves or loads. The computations (lag rows, reset planning with Kafka's clamping,
+datetime and duration parsing, the deletion's outcome) are plain functions, so tests need no
+broker.
 
 Kafka refuses to change the offsets of a group that has members (only an Empty or a Dead group
 can be reset; DeleteGroups answers NON_EMPTY_GROUP): both commands say so in one line naming
 the group and its member count. As kafka-consumer-groups.sh, a reset of a group that does not
-exist yet creates it with those offsets.
+exist yet creates it with those offsets. OffsetDelete is finer: a consumer group with members
+may lose the offsets of topics none of them subscribes to (the others answer
+GROUP_SUBSCRIBED_TO_TOPIC).
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any
@@ -31,17 +39,24 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import OffsetSpec
 
+from rlog.cli import replicas
 from rlog.cli.admin import Admin, JsonOption, PropertyOption, open_admin
 from rlog.cli.discovery import (
     BootstrapOption,
     DataDirOption,
+    Settings,
+    check_reachable,
     kafka_error,
+    resolve_bootstrap,
     settings_of,
 )
 from rlog.cli.terminal import CliError, ExitCode, Terminal
+from rlog.core.protocol.apis import ApiKey
+from rlog.core.protocol.errors import ErrorCode
 
 app = typer.Typer(
-    help="List, describe, reset and delete consumer groups (kafka-consumer-groups.sh).",
+    help="List, describe, reset and delete consumer groups and their offsets "
+    "(kafka-consumer-groups.sh).",
     no_args_is_help=True,
 )
 
@@ -66,6 +81,17 @@ DESCRIBE_HEADERS = (
 MEMBERS_HEADERS = ("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS")
 STATE_HEADERS = ("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS")
 RESET_HEADERS = ("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")
+DELETE_OFFSETS_HEADERS = ("TOPIC", "PARTITION", "STATUS")  # kafka-consumer-groups.sh's
+
+GROUP_KEY_TYPE = 0  # FindCoordinator's key type for a group (1: a transactional id)
+RETRY_BACKOFF_S = 0.2
+# Answers that mean "ask again, perhaps elsewhere": the group's coordinator is loading its
+# partition of __consumer_offsets, has none elected yet, or moved.
+COORDINATOR_RETRIABLE = {
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_COORDINATOR,
+}
 
 # Kafka's names for the classic protocol's group states (ConsumerGroupState's are upper case).
 STATE_NAMES = {
@@ -517,6 +543,94 @@ def not_found_error(group: str) -> CliError:
     return CliError(f"consumer group '{group}' does not exist", ExitCode.NOT_FOUND)
 
 
+def parse_delete_offsets_topics(topics: Sequence[str]) -> list[tuple[str, list[int]]]:
+    """Each ``--topic`` of delete-offsets: ``T`` (every partition) or ``T:P,P``; a topic named
+    twice gets the union (every partition wins)."""
+    if not topics:
+        raise ValueError("name at least one --topic (TOPIC or TOPIC:P,P,...)")
+    chosen: dict[str, list[int] | None] = {}
+    for text in topics:
+        name, partitions = parse_topic_partitions(text, None)
+        if not partitions or (name in chosen and chosen[name] is None):
+            chosen[name] = None
+        else:
+            chosen[name] = sorted(set(chosen.get(name) or []) | set(partitions))
+    return [(name, partitions or []) for name, partitions in chosen.items()]
+
+
+@dataclass(frozen=True)
+class DeletedOffset:
+    """One partition of an OffsetDelete answer."""
+
+    topic: str
+    partition: int
+    error: str | None  # None: deleted (or there was none); else Kafka's error name
+
+    def cells(self) -> tuple[Any, ...]:
+        return (self.topic, self.partition, f"Error: {self.error}" if self.error else "Successful")
+
+    def as_json(self) -> dict[str, Any]:
+        return {"topic": self.topic, "partition": self.partition, "error": self.error}
+
+
+def deleted_offsets(answer: dict[str, Any]) -> list[DeletedOffset]:
+    """An OffsetDelete answer's partitions, sorted by topic and partition."""
+    return sorted(
+        (
+            DeletedOffset(
+                topic["name"],
+                part["partition_index"],
+                None if part["error_code"] == 0 else replicas.error_name(part["error_code"]),
+            )
+            for topic in answer.get("topics") or []
+            for part in topic.get("partitions") or []
+        ),
+        key=lambda d: (d.topic, d.partition),
+    )
+
+
+def delete_offsets_error(group: str, error_code: int) -> CliError:
+    """A top-level OffsetDelete error, in one line."""
+    if error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+        return not_found_error(group)
+    if error_code == ErrorCode.NON_EMPTY_GROUP:
+        return live_members_error("delete the offsets of", group, None, None)
+    if error_code == ErrorCode.INVALID_GROUP_ID:
+        return CliError(f"'{group}' is not a valid group id", ExitCode.USAGE)
+    if error_code in COORDINATOR_RETRIABLE:
+        return CliError(
+            f"delete the offsets of group '{group}' failed: its coordinator did not settle "
+            f"({replicas.error_name(error_code)}); try again",
+            ExitCode.TIMEOUT,
+        )
+    return CliError(
+        f"delete the offsets of group '{group}' failed: {replicas.error_name(error_code)}",
+        ExitCode.FAILURE,
+    )
+
+
+def partition_failures_error(group: str, results: Sequence[DeletedOffset]) -> CliError | None:
+    """None when every partition's offset went; else the error naming why the others stayed."""
+    failed = [r for r in results if r.error]
+    if not failed:
+        return None
+    subscribed = sorted({r.topic for r in failed if r.error == "GROUP_SUBSCRIBED_TO_TOPIC"})
+    if subscribed:
+        names = ", ".join(f"'{t}'" for t in subscribed)
+        return CliError(
+            f"kept the offsets of group '{group}' for {names}: its active members subscribe "
+            "to it; stop them (or change their subscription) first",
+            ExitCode.FAILURE,
+        )
+    first = failed[0]
+    return CliError(
+        f"delete the offsets of group '{group}' failed for {first.topic} partition "
+        f"{first.partition}: {first.error}"
+        + (f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""),
+        ExitCode.FAILURE,
+    )
+
+
 # -- talking to the cluster --------------------------------------------------------------
 
 
@@ -644,6 +758,106 @@ def topic_partition_ids(admin: Admin, topic: str) -> list[int]:
                 )
         raise CliError(f"unknown topic '{topic}'", ExitCode.NOT_FOUND)
     return sorted(found.partitions)
+
+
+def _wire(settings: Settings) -> replicas.WireCluster:
+    bootstrap = resolve_bootstrap(settings)
+    check_reachable(bootstrap, settings.timeout_s)
+    return replicas.WireCluster(bootstrap, settings.timeout_s)
+
+
+def _asking_until(
+    deadline: float, ask: Callable[[], dict[str, Any] | None]
+) -> dict[str, Any] | None:
+    """Ask again while the answer is a coordinator error worth retrying and the deadline has not
+    passed; the last answer (None: no broker answered)."""
+    while True:
+        answer = ask()
+        if answer is None or answer["error_code"] not in COORDINATOR_RETRIABLE:
+            return answer
+        if time.monotonic() + RETRY_BACKOFF_S >= deadline:
+            return answer
+        time.sleep(RETRY_BACKOFF_S)
+
+
+def group_coordinator(cluster: replicas.WireCluster, group: str, deadline: float) -> int:
+    """FindCoordinator v1 (key type 0): the broker id coordinating ``group``; a broker still
+    catching up (COORDINATOR_NOT_AVAILABLE) is passed over for the others."""
+    request = {"key": group, "key_type": GROUP_KEY_TYPE}
+
+    def ask_every_broker() -> dict[str, Any]:
+        last: dict[str, Any] | None = None
+        for broker_id in sorted(cluster.brokers):
+            body = cluster.request_at(broker_id, ApiKey.FIND_COORDINATOR, 1, request)
+            if body is not None:
+                last = body
+                if body["error_code"] not in COORDINATOR_RETRIABLE:
+                    return body
+        return last or cluster.request_any(ApiKey.FIND_COORDINATOR, 1, request)
+
+    body = _asking_until(deadline, ask_every_broker)
+    assert body is not None
+    if body["error_code"] != ErrorCode.NONE:
+        reason = body.get("error_message") or replicas.error_name(body["error_code"])
+        raise CliError(
+            f"find the coordinator of group '{group}' failed: {reason}",
+            ExitCode.TIMEOUT if body["error_code"] in COORDINATOR_RETRIABLE else ExitCode.FAILURE,
+        )
+    node_id = int(body["node_id"])
+    cluster.brokers.setdefault(node_id, (body["host"], body["port"]))
+    return node_id
+
+
+def chosen_partitions(
+    cluster: replicas.WireCluster, wanted: Sequence[tuple[str, list[int]]]
+) -> list[tuple[str, list[int]]]:
+    """Each topic's partitions to delete (all of them where none were named), checked against
+    the cluster's Metadata: an unknown topic or partition is an error before anything changes."""
+    metadata = replicas.fetch_metadata(cluster, [name for name, _ in wanted])
+    found = {topic["name"]: topic for topic in metadata["topics"]}
+    chosen = []
+    for name, partitions in wanted:
+        topic = found.get(name)
+        if topic is None or topic["error_code"] != ErrorCode.NONE:
+            raise CliError(f"unknown topic '{name}'", ExitCode.NOT_FOUND)
+        available = sorted(p["partition_index"] for p in topic["partitions"])
+        unknown = [p for p in partitions if p not in available]
+        if unknown:
+            raise CliError(
+                f"topic '{name}' has no partition {unknown[0]} (it has {len(available)})",
+                ExitCode.NOT_FOUND,
+            )
+        chosen.append((name, partitions or available))
+    return chosen
+
+
+def delete_group_offsets(
+    cluster: replicas.WireCluster,
+    group: str,
+    topics: Sequence[tuple[str, list[int]]],
+    timeout_s: float,
+) -> dict[str, Any]:
+    """OffsetDelete v0 at the group's coordinator, found again while it moves or loads; the
+    last answer."""
+    deadline = time.monotonic() + timeout_s
+    request = {
+        "group_id": group,
+        "topics": [
+            {"name": name, "partitions": [{"partition_index": p} for p in partitions]}
+            for name, partitions in topics
+        ],
+    }
+
+    def ask_the_coordinator() -> dict[str, Any] | None:
+        node = group_coordinator(cluster, group, deadline)
+        answer = cluster.request_at(node, ApiKey.OFFSET_DELETE, 0, request)
+        if answer is None:  # it went down: another broker coordinates the group soon
+            return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "topics": []}
+        return answer
+
+    answer = _asking_until(deadline, ask_the_coordinator)
+    assert answer is not None
+    return answer
 
 
 # -- commands ----------------------------------------------------------------------------
@@ -960,6 +1174,57 @@ def _print_plans(
         terminal.table(RESET_HEADERS, [p.cells() for p in plans])
     if not applied:
         terminal.note("Dry run: no offsets were changed (add --execute to apply them).")
+
+
+@app.command("delete-offsets", no_args_is_help=True)
+def delete_offsets(
+    ctx: typer.Context,
+    group: GroupArgument,
+    topic: Annotated[
+        list[str],
+        typer.Option(
+            "--topic",
+            "-t",
+            metavar="TOPIC[:P,P...]",
+            help="A topic whose committed offsets to delete, all its partitions or those "
+            "listed (repeatable).",
+            show_default=False,
+        ),
+    ],
+    json_out: JsonOption = False,
+    bootstrap: BootstrapOption = None,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Delete a consumer group's committed offsets for some topics (OffsetDelete, as
+    kafka-consumer-groups.sh --delete-offsets), printing TOPIC PARTITION STATUS for each.
+
+    The group keeps its other offsets and its members. Kafka allows it for a group without
+    members, and for the topics a consumer group's members do not subscribe to: a subscribed
+    topic's partitions keep their offsets (an error naming the topic, exit status 1)."""
+    try:
+        wanted = parse_delete_offsets_topics(topic)
+    except ValueError as exc:
+        raise CliError(str(exc), ExitCode.USAGE) from None
+    if not group.strip():
+        raise CliError("the group id must not be empty", ExitCode.USAGE)
+    settings = settings_of(ctx).override(bootstrap, data_dir)
+    cluster = _wire(settings)
+    try:
+        chosen = chosen_partitions(cluster, wanted)
+        answer = delete_group_offsets(cluster, group, chosen, settings.timeout_s)
+    finally:
+        cluster.close()
+    if answer["error_code"] != ErrorCode.NONE:
+        raise delete_offsets_error(group, answer["error_code"])
+    results = deleted_offsets(answer)
+    terminal = settings.terminal
+    if json_out:
+        terminal.json([r.as_json() for r in results])
+    else:
+        terminal.table(DELETE_OFFSETS_HEADERS, [r.cells() for r in results])
+    failure = partition_failures_error(group, results)
+    if failure is not None:
+        raise failure
 
 
 @app.command(no_args_is_help=True)

@@ -85,6 +85,8 @@ _BROKER_KEYS: dict[str, tuple[str, type]] = {
     "group.min.session.timeout.ms": ("group_min_session_timeout_ms", int),
     "group.max.session.timeout.ms": ("group_max_session_timeout_ms", int),
     "group.max.size": ("group_max_size", int),
+    "offsets.retention.minutes": ("offsets_retention_minutes", int),
+    "offsets.retention.check.interval.ms": ("offsets_retention_check_interval_ms", int),
     # Idempotent and transactional producers: the transaction coordinator and its internal
     # topic, __transaction_state, and how long producer state outlives an idle producer.
     "transaction.state.log.num.partitions": ("transaction_state_log_num_partitions", int),
@@ -153,6 +155,8 @@ class BrokerSettings:
     group_min_session_timeout_ms: int = 6_000
     group_max_session_timeout_ms: int = 1_800_000
     group_max_size: int = 2**31 - 1
+    offsets_retention_minutes: int = 7 * 24 * 60
+    offsets_retention_check_interval_ms: int = 600_000
     # As for __consumer_offsets, fewer partitions than Kafka's 50 on one machine.
     transaction_state_log_num_partitions: int = 16
     transaction_state_log_replication_factor: int = 3
@@ -266,6 +270,8 @@ def broker_settings(table: dict[str, Any]) -> BrokerSettings:
         "offsets.topic.replication.factor",
         "group.min.session.timeout.ms",
         "group.max.size",
+        "offsets.retention.minutes",
+        "offsets.retention.check.interval.ms",
         "transaction.state.log.num.partitions",
         "transaction.state.log.replication.factor",
         "transaction.state.log.min.isr",

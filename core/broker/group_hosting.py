@@ -7,8 +7,13 @@
   as a transactional batch of its producer); their outcome, with the batch's base offset, goes
   back to the coordinator that asked (even if a newer one replaced it since) as `append_done`.
 - Its answers go out with the core's other responses, its events with the Ready.
-- OffsetCommit and TxnOffsetCommit for partitions of topics that do not exist are refused here,
-  as Kafka 2.x+ does (UNKNOWN_TOPIC_OR_PARTITION); the rest go to the coordinator.
+- OffsetCommit, TxnOffsetCommit and OffsetDelete for partitions of topics that do not exist are
+  refused here, as Kafka 2.x+ does (UNKNOWN_TOPIC_OR_PARTITION); the rest go to the coordinator.
+  An OffsetDelete always reaches it (the group's errors come first: a top-level error answers
+  alone, as Kafka's).
+- A topic that leaves the metadata image (deleted, or deleted and made again under a new id)
+  takes the groups' offsets of its partitions with it: `on_topics_deleted` writes their
+  tombstones.
 - Once the broker has written a producer's transaction marker to an offsets partition, it calls
   `complete_transaction`: the producer's pending offsets there are committed or dropped. A load
   replays the markers it finds in the log.
@@ -61,11 +66,14 @@ GROUP_APIS: dict[int, tuple[str, bool]] = {
     ApiKey.LIST_GROUPS: ("list_groups", False),
     ApiKey.DELETE_GROUPS: ("delete_groups", True),
     ApiKey.TXN_OFFSET_COMMIT: ("txn_offset_commit", True),
+    ApiKey.OFFSET_DELETE: ("delete_offsets", True),
 }
 
 # The APIs whose partitions of unknown topics are refused before the coordinator sees them; their
-# answers share the shape topics[name, partitions[partition_index, error_code]].
-_TOPIC_CHECKED = (ApiKey.OFFSET_COMMIT, ApiKey.TXN_OFFSET_COMMIT)
+# requests and answers share the shape topics[name, partitions[partition_index(, error_code)]].
+_TOPIC_CHECKED = (ApiKey.OFFSET_COMMIT, ApiKey.TXN_OFFSET_COMMIT, ApiKey.OFFSET_DELETE)
+# Of those, the ones whose group is checked even when none of their topics exists.
+_GROUP_CHECKED_FIRST = (ApiKey.OFFSET_DELETE,)
 
 # Appends a batch to an offsets partition as its leader, then calls back with how it ended.
 Writer = Callable[[int, bytes, Callable[[AppendAnswer], None]], None]
@@ -96,9 +104,12 @@ class GroupHosting:
         self._led: set[int] = set()
         self._tokens: dict[int, Token] = {}  # the coordinator's caller token -> the core's
         self._next_token = 0
-        # (Txn)OffsetCommit refusals for unknown topics, added to the coordinator's answer.
+        # (Txn)OffsetCommit and OffsetDelete refusals for unknown topics, added to the
+        # coordinator's answer.
         self._unknown_topics: dict[int, list[Body]] = {}
+        self._merge_unknown_first: set[int] = set()  # OffsetDelete: merged as Kafka's
         self._now_ms = 0
+        self._topics: dict[str, str] = {}  # topic id -> name, as of the last image
         self.events: list[GroupEvent] = []
         self.loaded: list[Loaded | int] = []  # partitions loaded, or (int) unloaded
 
@@ -111,7 +122,9 @@ class GroupHosting:
     def on_metadata(
         self, image: MetadataImage, replica: Callable[[int], Replica | None], now_ms: int
     ) -> None:
-        """Load the offsets partitions this broker leads now, unload those it no longer does."""
+        """Load the offsets partitions this broker leads now, unload those it no longer does;
+        then drop the groups' offsets of topics deleted since the last image."""
+        deleted = self._deleted_topics(image)
         topic = image.topics.get(OFFSETS_TOPIC)
         if topic is None:
             self._unload_all()
@@ -137,6 +150,16 @@ class GroupHosting:
                 self._led.discard(partition)
                 self._run(coordinator, coordinator.unload(partition))
                 self.loaded.append(partition)
+        if deleted:
+            self._run(coordinator, coordinator.on_topics_deleted(deleted, now_ms))
+
+    def _deleted_topics(self, image: MetadataImage) -> list[str]:
+        """The topics of the last image that this one does not have (by id: a topic deleted
+        and made again in between is deleted too)."""
+        current = {info.topic_id: name for name, info in image.topics.items()}
+        deleted = sorted({name for id_, name in self._topics.items() if id_ not in current})
+        self._topics = current
+        return deleted
 
     def _unload_all(self) -> None:
         for partition in sorted(self._led):
@@ -165,12 +188,14 @@ class GroupHosting:
         if api_key in _TOPIC_CHECKED:
             body, unknown = _split_unknown_topics(body, image)
             if unknown is not None:
-                if not body["topics"]:
+                if not body["topics"] and api_key not in _GROUP_CHECKED_FIRST:
                     self._respond(
                         self._tokens.pop(caller.token), {"throttle_time_ms": 0, "topics": unknown}
                     )
                     return
                 self._unknown_topics[caller.token] = unknown
+                if api_key in _GROUP_CHECKED_FIRST:
+                    self._merge_unknown_first.add(caller.token)
         handle: Callable[..., list[Effect]] = getattr(coordinator, method)
         effects = handle(caller, body, now_ms) if timed else handle(caller, body)
         self._run(coordinator, effects)
@@ -197,7 +222,11 @@ class GroupHosting:
                     continue
                 body = effect.body
                 unknown = self._unknown_topics.pop(effect.token, None)
-                if unknown is not None:
+                if effect.token in self._merge_unknown_first:
+                    self._merge_unknown_first.discard(effect.token)
+                    if unknown is not None and not body["error_code"]:
+                        body = {**body, "topics": _merged_topics(unknown, body["topics"])}
+                elif unknown is not None:
                     body = {**body, "topics": body["topics"] + unknown}
                 self._respond(token, body)
             elif isinstance(effect, Append):
@@ -255,6 +284,19 @@ def _split_unknown_topics(body: Body, image: MetadataImage) -> tuple[Body, list[
                 }
             )
     return {**body, "topics": known}, (unknown or None)
+
+
+def _merged_topics(first: list[Body], then: list[Body]) -> list[Body]:
+    """Two answers' topics[name, partitions[]] as one: a topic in both once, with the
+    partitions of both (Kafka's OffsetDeleteResponse.Builder.merge)."""
+    merged: dict[str, Body] = {}
+    for topic in first + then:
+        known = merged.get(topic["name"])
+        if known is None:
+            merged[topic["name"]] = {**topic, "partitions": list(topic["partitions"])}
+        else:
+            known["partitions"] += topic["partitions"]
+    return list(merged.values())
 
 
 def _read_records(log: Log) -> Iterator[LoadedRecord | LoadedMarker]:

@@ -58,3 +58,8 @@ def commit_answer(topics: list[Body], error_for: Callable[[str, int], ErrorCode]
             for topic in topics
         ],
     }
+
+
+def offset_delete_answer(error: ErrorCode, topics: list[Body]) -> Body:
+    """OffsetDelete's answer: a top-level error (and no partitions), or each partition's."""
+    return {"throttle_time_ms": 0, "error_code": error, "topics": topics}

@@ -13,8 +13,16 @@ version, the client's id and host) and `now`; it returns effects:
 
 An answer that depends on a write (an offset commit, the leader's SyncGroup, a delete) is only
 given once the write is acknowledged by the ISR: a committed offset a client was told about
-survives the coordinator's broker failing. Time moves only through `tick(now)`: session
-expiry, the end of a join phase, pending member ids lapsing.
+survives the coordinator's broker failing. A write changes what the coordinator holds only once
+acknowledged; the writes of a partition are acknowledged in log order, so what it holds is what
+a replay of the acknowledged log gives. Time moves only through `tick(now)`: session expiry,
+the end of a join phase, pending member ids lapsing, and offsets expiring.
+
+Offsets go away as in Kafka, always as tombstones in the log (so a new coordinator replays the
+deletion): OffsetDelete (`delete_offsets`), DeleteGroups, a deleted topic
+(`on_topics_deleted`), and expiry: every offsets.retention.check.interval.ms each loaded
+partition's groups lose the offsets older than offsets.retention.minutes by KIP-211's rules (see
+`_retention_start`), and an empty group left without offsets is deleted.
 
 Transactional offsets (TxnOffsetCommit) stay pending for their producer, invisible to OffsetFetch,
 until the broker has written that producer's transaction marker to the group's partition and
@@ -36,6 +44,7 @@ from rlog.core.groups.answers import (
     commit_answer,
     join_error,
     leave_answer,
+    offset_delete_answer,
     sync_answer,
 )
 from rlog.core.groups.group import Group, GroupState, Member
@@ -71,6 +80,8 @@ class GroupConfig:
     initial_rebalance_delay_ms: int = 3_000  # group.initial.rebalance.delay.ms
     max_group_size: int = 2**31 - 1  # group.max.size
     offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
+    offsets_retention_ms: int = 7 * 24 * 60 * 60 * 1000  # offsets.retention.minutes, as ms
+    offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +131,8 @@ class _PendingAppend:
     partition: int
     tenure: int  # the partition's load count when written: a later unload makes it stale
     on_done: OnDone
+    group_id: str
+    offset_keys: frozenset[Key] = frozenset()  # the partitions whose offsets it writes
 
 
 @dataclass
@@ -149,6 +162,7 @@ class _Partition:
     tenure: int
     loaded: bool = False
     group_ids: set[str] = field(default_factory=set)
+    next_expiry_check_ms: int = 0  # when its groups' offsets are next checked for expiry
 
 
 def append_error(error: ErrorCode, *, offsets: bool) -> ErrorCode:
@@ -182,6 +196,9 @@ class GroupCoordinator:
         self._tenures = 0
         self._appends: dict[int, _PendingAppend] = {}
         self._next_append_id = 0
+        # By group, the partitions whose last offset write failed: the record may be in the log
+        # all the same (a write that timed out), so a deletion writes their tombstones too.
+        self._in_doubt: dict[str, set[Key]] = {}
 
     # ---- ownership -------------------------------------------------------------------------
 
@@ -214,6 +231,7 @@ class GroupCoordinator:
             state.group_ids.add(group_id)
         summary.groups = len(state.group_ids)
         state.loaded = True
+        state.next_expiry_check_ms = now + self.config.offsets_retention_check_interval_ms
         return summary
 
     def unload(self, partition: int) -> list[Effect]:
@@ -225,6 +243,7 @@ class GroupCoordinator:
         for group_id in state.group_ids:
             group = self._groups.pop(group_id, None)
             self._offsets.drop_group(group_id)
+            self._in_doubt.pop(group_id, None)  # a later load replays what the log holds
             if group is None:
                 continue
             group.state = GroupState.DEAD
@@ -252,13 +271,16 @@ class GroupCoordinator:
         records: list[Record],
         on_done: OnDone,
         producer: tuple[int, int] | None = None,
+        offset_keys: Iterable[Key] = (),
     ) -> Append:
         """Write `records` to the group's partition; `producer` (id, epoch): as a transactional
-        batch of that producer."""
+        batch of that producer; `offset_keys`: the partitions whose offsets the records set."""
         partition = self.partition_for(group_id)
         self._next_append_id += 1
         tenure = self._partitions[partition].tenure
-        self._appends[self._next_append_id] = _PendingAppend(partition, tenure, on_done)
+        self._appends[self._next_append_id] = _PendingAppend(
+            partition, tenure, on_done, group_id, frozenset(offset_keys)
+        )
         if producer is None:
             return Append(self._next_append_id, partition, tuple(records))
         producer_id, producer_epoch = producer
@@ -283,7 +305,30 @@ class GroupCoordinator:
             # The partition moved while the write was in flight: the answer cannot say more
             # than "ask the new coordinator", which reloads whatever did get written.
             error = ErrorCode.NOT_COORDINATOR
+        elif pending.offset_keys:
+            in_doubt = self._in_doubt.setdefault(pending.group_id, set())
+            if error == ErrorCode.NONE:
+                in_doubt -= pending.offset_keys  # the log's latest word on them is known
+            else:
+                in_doubt |= pending.offset_keys
+            if not in_doubt:
+                del self._in_doubt[pending.group_id]
         return pending.on_done(error, now, base_offset if error == ErrorCode.NONE else -1)
+
+    def _writing(self, group_id: str) -> bool:
+        """Whether a write of the group's is not acknowledged yet."""
+        return any(pending.group_id == group_id for pending in self._appends.values())
+
+    def _offset_keys(self, group_id: str) -> set[Key]:
+        """Every partition the group may have an offset for in the log: committed, pending in a
+        transaction, in a write not acknowledged yet or one that failed (a tombstone written
+        now lands after that write)."""
+        keys = set(self.committed(group_id)) | self._offsets.pending_keys(group_id)
+        keys |= self._in_doubt.get(group_id, set())
+        for pending in self._appends.values():
+            if pending.group_id == group_id:
+                keys |= pending.offset_keys
+        return keys
 
     # ---- JoinGroup -------------------------------------------------------------------------
 
@@ -504,11 +549,13 @@ class GroupCoordinator:
             group.state = GroupState.EMPTY
             group.protocol = None
             group.leader = None
+            group.subscribed_topics = group.compute_subscribed_topics()
             effects.append(self._store_group(group, lambda error, now, at: []))
             message = f"group {group.group_id} is empty (generation {group.generation})"
             effects.append(GroupEvent("group_empty", group.group_id, message, group.generation))
             return effects
         group.protocol = group.select_protocol()
+        group.subscribed_topics = group.compute_subscribed_topics()
         group.state = GroupState.COMPLETING_REBALANCE
         for member in group.members.values():
             if member.join_token is None:
@@ -736,6 +783,12 @@ class GroupCoordinator:
                     effects += self._remove_member(group, member.member_id, now, why)
             if group.is_(GroupState.PREPARING_REBALANCE) and group.join_deadline_ms <= now:
                 effects += self._join_deadline(group, now)
+        for partition in self.owned_partitions():
+            state = self._partitions[partition]
+            if now >= state.next_expiry_check_ms:
+                state.next_expiry_check_ms = now + self.config.offsets_retention_check_interval_ms
+                for group_id in sorted(state.group_ids):
+                    effects += self._expire_offsets(group_id, now)
         return effects
 
     def _join_deadline(self, group: Group, now: int) -> list[Effect]:
@@ -748,6 +801,88 @@ class GroupCoordinator:
                 return []
         return self._complete_join(group, now)
 
+    # ---- offsets expiring ---------------------------------------------------------------------
+
+    def _expire_offsets(self, group_id: str, now: int) -> list[Effect]:
+        """Kafka's cleanupGroupMetadata for one group: tombstones for its expired offsets, and
+        for the group too when it is Empty and nothing else is left."""
+        group = self._groups.get(group_id)
+        start = self._retention_start(group) if group is not None else None
+        # A write in flight is a commit or a delete deciding the same offsets: wait for it (as
+        # Kafka leaves partitions with a pending commit alone).
+        if group is None or start is None or self._writing(group_id):
+            return []
+        committed = self.committed(group_id)
+        pending = self._offsets.pending_keys(group_id)  # a transaction still decides these
+        expired = [
+            key
+            for key, offset in sorted(committed.items())
+            if not group.is_subscribed_to(key[0])
+            and key not in pending
+            and self._expired(offset, start(offset), now)
+        ]
+        # A partition whose last write failed may have an offset in the log all the same: the
+        # group stays until that is settled (as it does for an open transaction).
+        remove_group = (
+            len(expired) == len(committed)
+            and not pending
+            and group_id not in self._in_doubt
+            and group.is_(GroupState.EMPTY)
+        )
+        records: list[Record] = [(offset_key(group_id, *key), None) for key in expired]
+        if remove_group:
+            records.append((group_key(group_id), None))
+        if not records:
+            return []
+
+        def written(error: ErrorCode, now: int, at: int) -> list[Effect]:
+            if error != ErrorCode.NONE:
+                return []  # they stay; the next check tries again
+            for key in expired:
+                self._offsets.remove(group_id, key)
+            # Unless it came back to life while the tombstones were written (a member joined,
+            # an offset was committed), the group is gone, as a replay of the log finds it.
+            if (
+                remove_group
+                and self._groups.get(group_id) is group
+                and group.is_(GroupState.EMPTY)
+                and group_id not in self._offsets.groups()
+                and group_id not in self._in_doubt
+                and not self._writing(group_id)
+            ):
+                self._forget(group_id)
+            return []
+
+        return [self._append(group_id, records, written, offset_keys=expired)]
+
+    def _retention_start(self, group: Group) -> Callable[[CommittedOffset], int] | None:
+        """From when an offset of this group counts its retention (KIP-211, Kafka's
+        offsetExpirationCondition); None: the group's offsets do not expire now."""
+        if group.protocol_type is None:
+            # Never had members (a standalone committer, assign() and commit): each offset
+            # from its commit.
+            return lambda offset: offset.commit_timestamp
+        if group.is_(GroupState.EMPTY):
+            # From when the group became empty; a group whose record does not say (an older
+            # record version), from each commit.
+            became_empty = group.state_timestamp_ms
+            if became_empty >= 0:
+                return lambda offset: became_empty
+            return lambda offset: offset.commit_timestamp
+        if (
+            group.is_(GroupState.STABLE)
+            and group.uses_consumer_protocol()
+            and group.subscribed_topics is not None
+        ):
+            # Consumers that no longer subscribe to a topic: its offsets, from their commit.
+            return lambda offset: offset.commit_timestamp
+        return None  # rebalancing, or members whose subscriptions are not known
+
+    def _expired(self, offset: CommittedOffset, start: int, now: int) -> bool:
+        if offset.expire_timestamp >= 0:  # the commit set its own retention
+            return now >= offset.expire_timestamp
+        return now - start >= self.config.offsets_retention_ms
+
     # ---- offsets ------------------------------------------------------------------------------
 
     def commit_offsets(self, caller: Caller, body: Body, now: int) -> list[Effect]:
@@ -758,7 +893,8 @@ class GroupCoordinator:
             error = self._commit_check(body, now)
         if error != ErrorCode.NONE:
             return [Respond(caller.token, commit_answer(topics, lambda t, p: error))]
-        errors, entries = self._offset_entries(topics, now)
+        # OffsetCommit v2-v4 may set the offsets' own retention (-1: the broker's rules).
+        errors, entries = self._offset_entries(topics, now, body.get("retention_time_ms", -1))
         if not entries:
             return [Respond(caller.token, commit_answer(topics, lambda t, p: errors[(t, p)]))]
         if group_id not in self._groups:
@@ -777,12 +913,14 @@ class GroupCoordinator:
                 )
             ]
 
-        return [self._append(group_id, records, stored)]
+        keys = [key for key, _ in entries]
+        return [self._append(group_id, records, stored, offset_keys=keys)]
 
     def _offset_entries(
-        self, topics: list[Body], now: int
+        self, topics: list[Body], now: int, retention_ms: int = -1
     ) -> tuple[dict[Key, ErrorCode], list[tuple[Key, CommittedOffset]]]:
         """A commit's offsets to write, in request order, and the refused ones' errors."""
+        expire_timestamp = -1 if retention_ms == -1 else now + retention_ms
         errors: dict[Key, ErrorCode] = {}
         entries: list[tuple[Key, CommittedOffset]] = []
         for topic in topics:
@@ -797,6 +935,7 @@ class GroupCoordinator:
                     part.get("committed_leader_epoch", -1),
                     metadata,
                     now,
+                    expire_timestamp,
                 )
                 entries.append((key, committed))
         return errors, entries
@@ -854,6 +993,87 @@ class GroupCoordinator:
         body_out = {"throttle_time_ms": 0, "topics": topics, "error_code": error}
         return [Respond(caller.token, body_out)]
 
+    def delete_offsets(self, caller: Caller, body: Body, now: int) -> list[Effect]:
+        """OffsetDelete: tombstones for the group's offsets of these partitions, answered once
+        written. As Kafka: an Empty group's offsets go; a consumer group with members keeps
+        those of the topics they subscribe to (GROUP_SUBSCRIBED_TO_TOPIC); any other group with
+        members refuses (NON_EMPTY_GROUP)."""
+        group_id: str = body["group_id"]
+        topics: list[Body] = body.get("topics") or []
+        error = ErrorCode.INVALID_GROUP_ID if not group_id else self._ownership_error(group_id)
+        group = self._groups.get(group_id) if error == ErrorCode.NONE else None
+        if error == ErrorCode.NONE and (group is None or group.is_(GroupState.DEAD)):
+            error = ErrorCode.GROUP_ID_NOT_FOUND
+        elif (
+            group is not None
+            and not group.is_(GroupState.EMPTY)
+            and not group.uses_consumer_protocol()
+        ):
+            error = ErrorCode.NON_EMPTY_GROUP
+        if error != ErrorCode.NONE or group is None:
+            return [Respond(caller.token, offset_delete_answer(error, []))]
+        known = self._offset_keys(group_id)
+        deleting: dict[Key, None] = {}  # in request order, each once
+        answer_topics: list[Body] = []
+        for topic in topics:
+            name: str = topic["name"]
+            subscribed = group.is_subscribed_to(name)
+            partitions = []
+            for part in topic.get("partitions") or []:
+                index: int = part["partition_index"]
+                partitions.append(
+                    {
+                        "partition_index": index,
+                        "error_code": (
+                            ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC if subscribed else ErrorCode.NONE
+                        ),
+                    }
+                )
+                if not subscribed and (name, index) in known:
+                    deleting[(name, index)] = None
+            answer_topics.append({"name": name, "partitions": partitions})
+        if not deleting:  # nothing stored: nothing to write
+            return [Respond(caller.token, offset_delete_answer(ErrorCode.NONE, answer_topics))]
+
+        def deleted(error: ErrorCode, now: int, at: int) -> list[Effect]:
+            failure = append_error(error, offsets=False)
+            if failure != ErrorCode.NONE:
+                return [Respond(caller.token, offset_delete_answer(failure, []))]
+            for key in deleting:
+                self._offsets.remove(group_id, key)
+            return [Respond(caller.token, offset_delete_answer(ErrorCode.NONE, answer_topics))]
+
+        tombstones: list[Record] = [(offset_key(group_id, *key), None) for key in deleting]
+        return [self._append(group_id, tombstones, deleted, offset_keys=deleting)]
+
+    def on_topics_deleted(self, topics: Iterable[str], now: int) -> list[Effect]:
+        """These topics were deleted: tombstones for every offset the loaded groups have of
+        their partitions (Kafka's onPartitionsDeleted), so a topic made again under the same
+        name starts without them, here and at any later coordinator."""
+        deleted = set(topics)
+        effects: list[Effect] = []
+        for partition in self.owned_partitions():
+            for group_id in sorted(self._partitions[partition].group_ids):
+                keys = sorted(key for key in self._offset_keys(group_id) if key[0] in deleted)
+                if not keys:
+                    continue
+
+                def written(
+                    error: ErrorCode,
+                    now: int,
+                    at: int,
+                    group_id: str = group_id,
+                    keys: list[Key] = keys,
+                ) -> list[Effect]:
+                    if error == ErrorCode.NONE:
+                        for key in keys:
+                            self._offsets.remove(group_id, key)
+                    return []
+
+                tombstones: list[Record] = [(offset_key(group_id, *key), None) for key in keys]
+                effects.append(self._append(group_id, tombstones, written, offset_keys=keys))
+        return effects
+
     # ---- transactional offsets ---------------------------------------------------------------
 
     def txn_offset_commit(self, caller: Caller, body: Body, now: int) -> list[Effect]:
@@ -893,7 +1113,9 @@ class GroupCoordinator:
             answer = commit_answer(topics, lambda t, p: errors.get((t, p), failure))
             return [Respond(caller.token, answer)]
 
-        append = self._append(group_id, _offset_records(group_id, entries), written, producer)
+        records = _offset_records(group_id, entries)
+        keys = [key for key, _ in entries]
+        append = self._append(group_id, records, written, producer, offset_keys=keys)
         tenure = self._partitions[append.partition].tenure
         self._txn_writes[append.append_id] = _TxnWrite(
             group_id, append.partition, tenure, producer_id, entries
@@ -1011,6 +1233,7 @@ class GroupCoordinator:
             unwritten = self._offsets.pending_keys(group_id) | {
                 key for i in txn_writes for key, _ in self._txn_writes[i].entries
             }
+            unwritten |= self._in_doubt.get(group_id, set())
             keys += sorted(unwritten - set(keys))
             tombstones: list[Record] = [(group_key(group_id), None)]
             tombstones += [(offset_key(group_id, *key), None) for key in keys]
@@ -1034,7 +1257,7 @@ class GroupCoordinator:
                 waiting.discard(group_id)
                 return [] if waiting else [respond()]
 
-            effects.append(self._append(group_id, tombstones, deleted))
+            effects.append(self._append(group_id, tombstones, deleted, offset_keys=keys))
         if not waiting:
             effects.append(respond())
         return effects
@@ -1044,6 +1267,7 @@ class GroupCoordinator:
         if group is not None:
             group.state = GroupState.DEAD
         self._offsets.drop_group(group_id)
+        self._in_doubt.pop(group_id, None)
         state = self._partitions.get(self.partition_for(group_id))
         if state is not None:
             state.group_ids.discard(group_id)

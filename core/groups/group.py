@@ -13,10 +13,13 @@ This module holds the data and the pure questions about it; `coordinator.py` dri
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 from enum import Enum
 
 from rlog.core.groups.records import GroupRecord, MemberRecord
+
+CONSUMER_PROTOCOL_TYPE = "consumer"  # the Java, librdkafka and Python consumers' protocol type
 
 
 class GroupState(Enum):
@@ -75,7 +78,12 @@ class Group:
     initial_delay: bool = False
     initial_deadline_cap_ms: int = 0  # the initial delay never outlasts the rebalance timeout
     new_member_added: bool = False  # a member arrived during this stretch of the delay
+    # When it entered its state; -1: not known (loaded from a record that did not say).
     state_timestamp_ms: int = -1
+    # The topics its consumers subscribe to, as of its generation's start (Kafka's
+    # subscribedTopics); None where that is not known: not a consumer group, or a subscription
+    # that does not parse.
+    subscribed_topics: frozenset[str] | None = None
 
     def is_(self, *states: GroupState) -> bool:
         return self.state in states
@@ -151,6 +159,33 @@ class Group:
             self.leader = new_member_id
         return member
 
+    def uses_consumer_protocol(self) -> bool:
+        return self.protocol_type == CONSUMER_PROTOCOL_TYPE
+
+    def is_subscribed_to(self, topic: str) -> bool:
+        """Whether its members consume `topic`; a consumer group whose subscriptions are not
+        known counts as subscribed to everything (its offsets are left alone)."""
+        if self.subscribed_topics is not None:
+            return topic in self.subscribed_topics
+        return self.uses_consumer_protocol()
+
+    def compute_subscribed_topics(self) -> frozenset[str] | None:
+        """The union of the members' subscriptions for the chosen protocol (Kafka's
+        computeSubscribedTopics): empty without members, None unless every one parses."""
+        if not self.uses_consumer_protocol():
+            return None
+        if not self.members:
+            return frozenset()
+        if self.protocol is None:
+            return None
+        topics: set[str] = set()
+        for member in self.members.values():
+            subscribed = subscription_topics(member.metadata_for(self.protocol))
+            if subscribed is None:
+                return None
+            topics |= subscribed
+        return frozenset(topics)
+
     def fenced_static_member(self, instance_id: str | None, member_id: str) -> bool:
         """A request names a static instance that now belongs to another member id."""
         if instance_id is None:
@@ -190,6 +225,8 @@ class Group:
         group = cls(group_id, state_timestamp_ms=now)
         if record is None:
             return group
+        # Kept across coordinators: an empty group's offsets expire counting from it.
+        group.state_timestamp_ms = record.current_state_timestamp
         group.generation = record.generation
         group.protocol_type = record.protocol_type or None
         group.protocol = record.protocol
@@ -209,4 +246,35 @@ class Group:
             group.add_member(member)
         group.leader = record.leader if record.leader in group.members else group.leader
         group.state = GroupState.STABLE if group.members else GroupState.EMPTY
+        group.subscribed_topics = group.compute_subscribed_topics()
         return group
+
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+
+
+def subscription_topics(metadata: bytes) -> set[str] | None:
+    """The topics of a consumer protocol subscription (the JoinGroup metadata of the "consumer"
+    protocol type): every version starts with v0's fields (version, topics[], user_data), which
+    is all Kafka reads of it; None if it does not parse."""
+    try:
+        (version,) = _I16.unpack_from(metadata, 0)
+        (count,) = _I32.unpack_from(metadata, 2)
+        if version < 0 or count < 0:
+            return None
+        at = 6
+        topics = set()
+        for _ in range(count):
+            (length,) = _I16.unpack_from(metadata, at)
+            at += 2
+            if length < 0 or at + length > len(metadata):
+                return None
+            topics.add(metadata[at : at + length].decode())
+            at += length
+        (user_data_length,) = _I32.unpack_from(metadata, at)  # v0 ends with user_data
+        if user_data_length < -1 or at + 4 + max(user_data_length, 0) > len(metadata):
+            return None
+    except (struct.error, UnicodeDecodeError):
+        return None
+    return topics

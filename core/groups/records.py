@@ -4,7 +4,9 @@ Kafka's tools (kafka-console-consumer with the offsets formatter, kafka-dump-log
 --offsets-decoder) read these bytes, so rlog writes the same schemas:
 
 - offset commit: key v1 `(group, topic, partition)`, value v3
-  `(offset, leader_epoch, metadata, commit_timestamp)`;
+  `(offset, leader_epoch, metadata, commit_timestamp)`, or value v1
+  `(offset, metadata, commit_timestamp, expire_timestamp)` for a commit that set its own
+  retention (OffsetCommit v2-v4's retention_time_ms), as Kafka writes it;
 - group metadata: key v2 `(group)`, value v3 `(protocol_type, generation, protocol, leader,
   current_state_timestamp, members[])`.
 
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
 OFFSET_VALUE_VERSION = 3
+OFFSET_VALUE_VERSION_WITH_EXPIRY = 1  # the one value version with an expire timestamp
 GROUP_VALUE_VERSION = 3
 
 _I16 = struct.Struct(">h")
@@ -53,6 +56,9 @@ class CommittedOffset:
     leader_epoch: int = -1
     metadata: str = ""
     commit_timestamp: int = -1
+    # When it expires whatever the group does (a commit's own retention time); -1: none, the
+    # broker's offsets.retention.minutes rules apply.
+    expire_timestamp: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +148,18 @@ def group_key(group: str) -> bytes:
 
 
 def offset_value(committed: CommittedOffset) -> bytes:
+    if committed.expire_timestamp >= 0:
+        # Only value v1 has the field; like Kafka, the leader epoch is not kept then (OffsetCommit
+        # v2-v4, the versions that set a retention, carry none).
+        writer = (
+            _Writer()
+            .i16(OFFSET_VALUE_VERSION_WITH_EXPIRY)
+            .i64(committed.offset)
+            .string(committed.metadata)
+            .i64(committed.commit_timestamp)
+            .i64(committed.expire_timestamp)
+        )
+        return bytes(writer.out)
     writer = (
         _Writer()
         .i16(OFFSET_VALUE_VERSION)
@@ -248,9 +266,8 @@ def parse_offset_value(data: bytes) -> CommittedOffset:
     leader_epoch = reader.i32() if version >= 3 else -1
     metadata = reader.string() or ""
     commit_timestamp = reader.i64()
-    if version == 1:
-        reader.i64()  # expire timestamp, dropped in v2
-    return CommittedOffset(offset, leader_epoch, metadata, commit_timestamp)
+    expire_timestamp = reader.i64() if version == OFFSET_VALUE_VERSION_WITH_EXPIRY else -1
+    return CommittedOffset(offset, leader_epoch, metadata, commit_timestamp, expire_timestamp)
 
 
 def parse_group_value(data: bytes) -> GroupRecord:

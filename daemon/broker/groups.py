@@ -42,6 +42,8 @@ def group_config(settings: BrokerSettings) -> GroupConfig:
         initial_rebalance_delay_ms=settings.group_initial_rebalance_delay_ms,
         max_group_size=settings.group_max_size,
         offset_metadata_max_bytes=settings.offset_metadata_max_bytes,
+        offsets_retention_ms=settings.offsets_retention_minutes * 60_000,
+        offsets_retention_check_interval_ms=settings.offsets_retention_check_interval_ms,
     )
 
 

@@ -15,6 +15,14 @@ Checked, whatever the faults (coordinator brokers killed, power lost, isolated, 
   at least every generation a SyncGroup had completed before the join was sent (a coordinator
   that lost the group's metadata would start it over at 1);
 - after the faults end, the group settles Stable with exactly the live clients as members.
+
+Beside them an offsets admin works a second group without members, one request at a time:
+member-less commits (assign() and commit), OffsetDelete of some partitions, and OffsetFetch.
+What the log holds follows from the acknowledged ones (a sequential client's writes land in the
+log in the order it sent them), so an OffsetFetch must return exactly that: a deleted offset
+stays deleted across coordinator failovers (its tombstone was written and is replayed), and a
+commit after a delete is kept. A partition whose last write got no clear answer is not checked
+until a later write of it is acknowledged.
 """
 
 from __future__ import annotations
@@ -39,6 +47,8 @@ COMMIT_MS = 250
 RETRY_MS = 100
 CLIENT_TIMEOUT_MS = 2_500
 CLIENTS_MAX = 4
+ADMIN_GROUP = "sim-offsets-admin"  # committed to without members, and its offsets deleted
+ADMIN_ACTION_MS = 300
 
 REJOIN = {ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION}
 FIND_AGAIN = {
@@ -72,6 +82,21 @@ class _Sent:
     acked_before: dict[int, int] = field(default_factory=dict)  # OffsetFetch: I9's floor
     synced_before: int = -1  # SyncGroup: the generation floor when it was sent
     committed: dict[int, int] = field(default_factory=dict)  # OffsetCommit: what it carries
+    deleting: list[int] = field(default_factory=list)  # OffsetDelete: its partitions
+
+
+@dataclass
+class OffsetsAdmin:
+    """What the offsets admin knows of its group's offsets: by partition, the offset the log
+    ends with (None: deleted, or never committed), unless the last write of it is in doubt."""
+
+    client: GroupClient
+    expected: dict[int, int | None] = field(default_factory=dict)
+    in_doubt: set[int] = field(default_factory=set)
+    last_value: int = 0
+    sent_at_ms: int = 0
+    deletes_acked: int = 0
+    fetches_checked: int = 0
 
 
 class GroupModel:
@@ -85,6 +110,7 @@ class GroupModel:
         self.synced_generation = -1  # largest generation a SyncGroup completed in
         self.commits_acked = 0
         self.rebalances = 0
+        self.admin = OffsetsAdmin(GroupClient("admin"))
 
     @property
     def partitions(self) -> range:
@@ -93,6 +119,7 @@ class GroupModel:
     def start(self, clients: int) -> None:
         for _ in range(clients):
             self.add_client()
+        self.admin.expected = dict.fromkeys(self.partitions)
 
     def add_client(self) -> None:
         self.names += 1
@@ -137,6 +164,12 @@ class GroupModel:
         for client in self.clients:
             if client.alive and client.waiting is None and now_ms >= client.next_action_ms:
                 self._act(client, now_ms)
+        admin = self.admin.client
+        # Once the harness heals everything and stops the producers, the admin stops too: its
+        # writes would keep the offsets partitions from ever being quiet.
+        stopped = not self.sim.producer.producing
+        if not stopped and admin.waiting is None and now_ms >= admin.next_action_ms:
+            self._admin_act(now_ms)
 
     def _act(self, client: GroupClient, now_ms: int) -> None:
         if client.leaving:
@@ -169,7 +202,7 @@ class GroupModel:
             }
             self._send(client, "heartbeat", ApiKey.HEARTBEAT, 3, body)
 
-    def _find_coordinator(self) -> int | None:
+    def _find_coordinator(self, group_id: str = GROUP) -> int | None:
         """FindCoordinator, as a broker answers it: the leader of the group's partition."""
         controller = self.sim.controller
         if not controller.alive:
@@ -178,8 +211,133 @@ class GroupModel:
         topic = image.topics.get(OFFSETS_TOPIC)
         if topic is None:
             return None
-        info = topic.partitions.get(group_partition(GROUP, len(topic.partitions)))
+        info = topic.partitions.get(group_partition(group_id, len(topic.partitions)))
         return info.leader if info is not None and info.leader >= 0 else None
+
+    # ---- the offsets admin ----
+
+    def _admin_act(self, now_ms: int) -> None:
+        admin = self.admin
+        client = admin.client
+        # A request the network duplicated must not land after the next one: wait until every
+        # copy of the last one has arrived.
+        settled_ms = admin.sent_at_ms + self.sim.network.delay_ms_max + 1
+        if now_ms < settled_ms:
+            client.next_action_ms = settled_ms
+            return
+        if client.coordinator is None:
+            client.coordinator = self._find_coordinator(ADMIN_GROUP)
+            if client.coordinator is None:
+                client.next_action_ms = now_ms + RETRY_MS
+                return
+        rng = self.sim.rng
+        roll = rng.random()
+        chosen = sorted(rng.sample(list(self.partitions), rng.randint(1, len(self.partitions))))
+        topic = self.sim.topic
+        if roll < 0.45:
+            committed = {}
+            for partition in chosen:
+                admin.last_value += 1
+                committed[partition] = admin.last_value
+            body: dict[str, Any] = {
+                "group_id": ADMIN_GROUP,
+                "generation_id_or_member_epoch": -1,
+                "member_id": "",
+                "group_instance_id": None,
+                "topics": [
+                    {
+                        "name": topic,
+                        "partitions": [
+                            {
+                                "partition_index": p,
+                                "committed_offset": offset,
+                                "committed_leader_epoch": -1,
+                                "committed_metadata": "",
+                            }
+                            for p, offset in committed.items()
+                        ],
+                    }
+                ],
+            }
+            sent = self._send(client, "commit", ApiKey.OFFSET_COMMIT, 7, body)
+            sent.committed = committed
+            admin.in_doubt |= set(committed)
+        elif roll < 0.75:
+            body = {
+                "group_id": ADMIN_GROUP,
+                "topics": [{"name": topic, "partitions": [{"partition_index": p} for p in chosen]}],
+            }
+            sent = self._send(client, "delete", ApiKey.OFFSET_DELETE, 0, body)
+            sent.deleting = chosen
+            admin.in_doubt |= set(chosen)
+        else:
+            body = {
+                "group_id": ADMIN_GROUP,
+                "topics": [{"name": topic, "partition_indexes": list(self.partitions)}],
+                "require_stable": False,
+            }
+            self._send(client, "fetch", ApiKey.OFFSET_FETCH, 5, body)
+        admin.sent_at_ms = now_ms
+
+    def _admin_receive(self, sent: _Sent, body: dict[str, Any]) -> None:
+        from sim_cluster import InvariantViolation
+
+        admin = self.admin
+        client = admin.client
+        now_ms = self.sim.now_ms
+        client.next_action_ms = now_ms + self.sim.rng.randint(1, ADMIN_ACTION_MS)
+        error = ErrorCode(_error_of(sent.what, body))
+        self.sim.trace(f"admin {sent.what} from {client.coordinator}: {error.name}")
+        if error in FIND_AGAIN:
+            client.coordinator = None
+            return  # a write may or may not have landed: its partitions stay in doubt
+        partitions = [
+            (partition["partition_index"], ErrorCode(partition["error_code"]))
+            for topic in body.get("topics") or []
+            for partition in topic["partitions"]
+        ]
+        if sent.what == "commit":
+            for index, partition_error in partitions:
+                if partition_error == ErrorCode.NONE and index in sent.committed:
+                    admin.expected[index] = sent.committed[index]
+                    admin.in_doubt.discard(index)
+        elif sent.what == "delete":
+            certain = {p: v for p, v in admin.expected.items() if p not in admin.in_doubt}
+            if error == ErrorCode.GROUP_ID_NOT_FOUND and any(
+                v is not None for v in certain.values()
+            ):
+                raise InvariantViolation(
+                    "offsets-group-lost",
+                    f"OffsetDelete found no group {ADMIN_GROUP} at {client.coordinator}, "
+                    f"which has acknowledged offsets {certain}",
+                )
+            if error != ErrorCode.NONE:
+                return
+            for index, partition_error in partitions:
+                if partition_error != ErrorCode.NONE:
+                    raise InvariantViolation(
+                        "offset-delete-refused",
+                        f"partition {index} of a group without members: {partition_error.name}",
+                    )
+                admin.expected[index] = None
+                admin.in_doubt.discard(index)
+                admin.deletes_acked += 1
+        elif sent.what == "fetch" and error == ErrorCode.NONE:
+            admin.fetches_checked += 1
+            for topic in body["topics"]:
+                for partition in topic["partitions"]:
+                    index = partition["partition_index"]
+                    if partition["error_code"] != ErrorCode.NONE or index in admin.in_doubt:
+                        continue
+                    expected = admin.expected.get(index)
+                    found = partition["committed_offset"]
+                    if found != (-1 if expected is None else expected):
+                        what = "deleted" if expected is None else f"committed at {expected}"
+                        raise InvariantViolation(
+                            "I9-offset-delete-undone" if expected is None else "I9-offset-lost",
+                            f"{ADMIN_GROUP} partition {index}: {what} (acknowledged), but "
+                            f"coordinator {client.coordinator} answers {found}",
+                        )
 
     # ---- requests ----
 
@@ -277,6 +435,9 @@ class GroupModel:
             return  # late: the client gave up on it
         client = sent.client
         client.waiting = None
+        if client is self.admin.client:
+            self._admin_receive(sent, body)
+            return
         if sent.what == "leave":  # closing: the process exits whatever the answer
             client.alive = False
         if not client.alive:
@@ -390,14 +551,24 @@ class GroupModel:
         return owned == list(self.partitions) and {c.generation for c in live} == {group.generation}
 
     def describe(self) -> str:
+        admin = self.admin
         return ", ".join(
-            f"{c.name}(alive={c.alive} member={c.member_id or '-'} gen={c.generation} "
-            f"coord={c.coordinator} assigned={c.assignment} waiting={c.waiting})"
-            for c in self.clients
+            [
+                f"{c.name}(alive={c.alive} member={c.member_id or '-'} gen={c.generation} "
+                f"coord={c.coordinator} assigned={c.assignment} waiting={c.waiting})"
+                for c in self.clients
+            ]
+            + [
+                f"admin(coord={admin.client.coordinator} expected={admin.expected} "
+                f"in_doubt={sorted(admin.in_doubt)} deletes_acked={admin.deletes_acked} "
+                f"fetches_checked={admin.fetches_checked})"
+            ]
         )
 
 
 def _error_of(what: str, body: dict[str, Any]) -> int:
+    if what == "delete":  # only a group-wide error at the top
+        return body["error_code"]
     if what == "commit":  # per partition; the first says whether the coordinator took it
         for topic in body["topics"]:
             for partition in topic["partitions"]:

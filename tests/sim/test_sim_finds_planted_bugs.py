@@ -21,10 +21,11 @@ from rlog.core.storage.log import Log
 SUITE_SEEDS = 600  # the sweep in test_sim_replication.py
 
 
-def first_failure(options: SimOptions | None = None) -> Outcome | None:
+def first_failure(options: SimOptions | None = None, *, of: str = "") -> Outcome | None:
+    """The first seed's failure (whose invariant starts with `of`, if given)."""
     for seed in range(SUITE_SEEDS):
         outcome = run_seed(seed, options)
-        if not outcome.ok:
+        if not outcome.ok and outcome.invariant.startswith(of):
             return outcome
     return None
 
@@ -77,7 +78,9 @@ def test_a_follower_that_never_truncates_its_divergent_tail_is_found(
 
     monkeypatch.setattr(fetch_sessions.FollowerFetching, "_on_epoch_end_offsets", trusting)
     # Fetch v11 only: with v12 a DivergingEpoch answer would still truncate the follower.
-    found = first_failure(SimOptions(fetch_versions=(11,)))
+    # Another check may see a consequence first on some seeds (a replica of the transactional
+    # topic that never converges fails liveness): the divergence itself must be named too.
+    found = first_failure(SimOptions(fetch_versions=(11,)), of="I10")
     assert found is not None, "the planted bug went unnoticed"
     assert found.invariant.startswith("I10"), found.detail
 

@@ -1,4 +1,5 @@
-"""``rlog cluster up|status|down|purge``: a local cluster, like ``rpk container`` without Docker.
+"""``rlog cluster up|status|disks|down|purge``: a local cluster, like ``rpk container`` without
+Docker.
 
 ``up`` gives the cluster its own config, ``DATA_DIR/rlog.toml`` (a copy of ``--config FILE``,
 which is never edited), starts rlogd detached with it (its own session, output to
@@ -6,7 +7,8 @@ which is never edited), starts rlogd detached with it (its own session, output t
 every broker has registered with the controller (broker-1's Metadata lists them all).
 ``status`` shows a row per process (controller and brokers). ``down`` signals the rlogd
 recorded in ``DATA_DIR/rlogd.json`` and only ever kills a process whose command line shows it is
-the rlogd of that data dir.
+the rlogd of that data dir. ``disks`` shows each broker's log dir, its volume's space and what
+each partition replica takes there (disks.py).
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from typing import Annotated
 import psutil
 import typer
 
+from rlog.cli import disks as disk_views
 from rlog.cli.discovery import (
+    BootstrapOption,
     BrokerState,
     ClusterState,
     DataDirOption,
@@ -505,6 +509,56 @@ def status(
             colors=STATE_COLORS,
         )
     if not all(answers):
+        raise typer.Exit(int(ExitCode.DEGRADED))
+
+
+@app.command()
+def disks(
+    ctx: typer.Context,
+    topic: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--topic",
+            "-t",
+            metavar="TOPIC",
+            help="Only this topic's replicas (repeat for more); an unknown topic is an error.",
+            show_default=False,
+        ),
+    ] = None,
+    broker: Annotated[
+        list[int] | None,
+        typer.Option(
+            "--broker",
+            metavar="ID",
+            help="Only this broker (repeat for more); one the cluster does not have is an error.",
+            show_default=False,
+        ),
+    ] = None,
+    bootstrap: BootstrapOption = None,
+    data_dir: DataDirOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Show each broker's log dir: where it is, the total and usable bytes of its volume, the
+    bytes its logs take, and each partition replica's size and offset lag (as kafka-log-dirs
+    reports them; the lag is how far the replica's log end is below its own high watermark,
+    "-" for a log the broker keeps but no longer serves). Exits 8 when a broker does not
+    answer or its log dir is offline."""
+    settings = settings_of(ctx).override(bootstrap=bootstrap, data_dir=data_dir)
+    found = disk_views.describe_disks(settings, topic or None, broker or None)
+    terminal = settings.terminal
+    if json_out:
+        terminal.json({"brokers": [b.as_json() for b in found]})
+    else:
+        terminal.table(
+            disk_views.SUMMARY_COLUMNS,
+            disk_views.summary_rows(found),
+            colors=disk_views.STATUS_COLORS,
+        )
+        rows = disk_views.partition_rows(found)
+        if rows:
+            terminal.line()
+            terminal.table(disk_views.PARTITION_COLUMNS, rows)
+    if not all(b.healthy for b in found):
         raise typer.Exit(int(ExitCode.DEGRADED))
 
 

@@ -409,6 +409,10 @@ _RLOG_EXAMPLES: list[tuple[str, str]] = [
         "rlog topic elect-leaders --topic orders",
     ),
     (
+        "See each broker's log dir, the space left on its volume and each replica's size:",
+        "rlog cluster disks --topic orders",
+    ),
+    (
         "Measure throughput as Kafka's perf tools do:",
         "rlog bench produce --topic orders --num-records 100000",
     ),

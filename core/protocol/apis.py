@@ -42,18 +42,22 @@ class ApiKey(IntEnum):
     TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
+    OFFSET_DELETE = 47
     DESCRIBE_CLIENT_QUOTAS = 48
     ALTER_PARTITION = 56
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
     BROKER_REGISTRATION = 62
     BROKER_HEARTBEAT = 63
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
     ALLOCATE_PRODUCER_IDS = 67
+    DESCRIBE_TOPIC_PARTITIONS = 75
 
     @property
     def schema_name(self) -> str:
@@ -73,15 +77,18 @@ class ApiKey(IntEnum):
 SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.PRODUCE: (3, 8),
     ApiKey.FETCH: (4, 12),  # v12: flexible; followers send last_fetched_epoch (KIP-320)
-    ApiKey.LIST_OFFSETS: (1, 5),
+    ApiKey.LIST_OFFSETS: (1, 10),  # v7 max timestamp (KIP-734); v8/v9 answer as without tiering
     ApiKey.METADATA: (1, 8),
     ApiKey.API_VERSIONS: (0, 3),
     ApiKey.CREATE_TOPICS: (0, 4),
     ApiKey.DELETE_TOPICS: (0, 3),
     ApiKey.CREATE_PARTITIONS: (0, 1),
     ApiKey.ELECT_LEADERS: (0, 2),
-    ApiKey.DESCRIBE_CONFIGS: (0, 3),
+    ApiKey.DESCRIBE_CONFIGS: (0, 4),  # v1+ synonyms, v3+ types and documentation, v4 flexible
+    ApiKey.ALTER_CONFIGS: (0, 2),  # legacy: replaces the set; forwarded as the incremental one
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    ApiKey.DESCRIBE_LOG_DIRS: (0, 4),  # v4: the volume's total and usable bytes
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),  # KIP-966, paged; no ELR (always empty)
     # Idempotence and transactions. AddPartitionsToTxn v4+ is the brokers' own form (KIP-890
     # verification); clients send up to v3.
     ApiKey.INIT_PRODUCER_ID: (0, 4),
@@ -92,7 +99,9 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.TXN_OFFSET_COMMIT: (0, 3),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),  # any replica answers from its producer state
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 3),
+    ApiKey.DELETE_RECORDS: (0, 2),  # the log start moves on every live replica
     ApiKey.OFFSET_COMMIT: (2, 7),
     ApiKey.OFFSET_FETCH: (1, 5),
     ApiKey.FIND_COORDINATOR: (0, 2),
@@ -103,6 +112,7 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_GROUPS: (0, 4),
     ApiKey.LIST_GROUPS: (0, 4),  # v3+ flexible; v4 filters by and shows the group state
     ApiKey.DELETE_GROUPS: (0, 1),
+    ApiKey.OFFSET_DELETE: (0, 0),
 }
 
 # Versions the controller serves: brokers register, heartbeat, fetch the metadata log

@@ -4,8 +4,11 @@ Handlers build one response dict for every version; the codec keeps the fields a
 They never raise for bad input from a client: every problem becomes the protocol's error code on
 the part of the request it concerns, and the rest of the request is still served. Cluster state
 (brokers, topics, leaders, ISRs) comes from the metadata image the controller link keeps; admin
-requests (create/delete topics, partitions, elections) are forwarded to the controller. Produce,
-Fetch, ListOffsets and OffsetForLeaderEpoch are the broker core's: it answers them.
+requests (create/delete topics, partitions, elections, config changes) are forwarded to the
+controller. Produce, Fetch, ListOffsets and OffsetForLeaderEpoch are the broker core's: it answers
+them. The answers that are pure functions of the image, the settings and the core's logs are
+built in config_answers.py (DescribeConfigs, AlterConfigs), log_dirs.py (DescribeLogDirs) and
+topic_partitions.py (Metadata's entries, DescribeTopicPartitions).
 """
 
 from __future__ import annotations
@@ -14,20 +17,31 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from rlog.core.broker import OFFSETS_TOPIC, log_config, replica_config
-from rlog.core.controller.validation import (
-    BROKER_CONFIG_SYNONYMS,
-    CLUSTER_DYNAMIC_CONFIGS,
-    topic_name_problem,
-)
+from rlog.core.controller.validation import topic_name_problem
 from rlog.core.metadata.image import MetadataImage
 from rlog.core.protocol.apis import SUPPORTED, ApiKey, api_versions_body
 from rlog.core.protocol.connection import Request
 from rlog.core.protocol.errors import ErrorCode
+from rlog.daemon.broker.config_answers import (
+    ConfigLevels,
+    alter_configs_answer,
+    alter_configs_error,
+    changes_nothing,
+    describe_configs,
+    legacy_alter_as_incremental,
+    shows_configs,
+)
 from rlog.daemon.broker.controller_link import ControllerLink
 from rlog.daemon.broker.core_driver import BrokerDriver
 from rlog.daemon.broker.groups import GroupService
+from rlog.daemon.broker.log_dirs import describe_log_dirs
 from rlog.daemon.broker.server import CLIENT_HOST
+from rlog.daemon.broker.topic_partitions import (
+    describe_topic_partitions,
+    is_internal,
+    partition_metadata,
+    topic_name_error,
+)
 from rlog.daemon.config import BrokerSettings
 from rlog.daemon.error_answers import error_answer
 from rlog.daemon.wire import WireError
@@ -41,16 +55,8 @@ Handler = Callable[[Request], Awaitable[Body | None]]
 # the client's next Metadata here shows it.
 TOPIC_PROPAGATION_WAIT_S = 5.0
 AUTO_CREATE_WAIT_S = 1.0
-
-# DescribeConfigs resource types and config sources (Kafka's ConfigResource / ConfigSource).
-RESOURCE_TOPIC = 2
-RESOURCE_BROKER = 4
-SOURCE_DYNAMIC_TOPIC_CONFIG = 1
-SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-SOURCE_STATIC_BROKER_CONFIG = 4
-SOURCE_DEFAULT_CONFIG = 5
-CONFIG_TYPE_STRING = 2
-CONFIG_TYPE_LONG = 5
+# The IncrementalAlterConfigs version a legacy AlterConfigs goes to the controller as.
+INCREMENTAL_ALTER_CONFIGS_VERSION = 0
 
 
 class Handlers:
@@ -69,6 +75,7 @@ class Handlers:
         self.link = link
         self.settings = settings
         self.groups = groups
+        self.config_levels = ConfigLevels.of(settings)
         self.table: dict[ApiKey, Handler] = {
             ApiKey.API_VERSIONS: self.api_versions,
             ApiKey.METADATA: self.metadata,
@@ -77,12 +84,17 @@ class Handlers:
             ApiKey.FETCH: self._served_by_core,
             ApiKey.LIST_OFFSETS: self._served_by_core,
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self._served_by_core,
+            ApiKey.DELETE_RECORDS: self._served_by_core,
+            ApiKey.DESCRIBE_PRODUCERS: self._served_by_core,
             ApiKey.CREATE_TOPICS: self.create_topics,
             ApiKey.DELETE_TOPICS: self.delete_topics,
             ApiKey.CREATE_PARTITIONS: self._forward,
             ApiKey.ELECT_LEADERS: self._forward,
             ApiKey.DESCRIBE_CONFIGS: self.describe_configs,
+            ApiKey.ALTER_CONFIGS: self.alter_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self.incremental_alter_configs,
+            ApiKey.DESCRIBE_LOG_DIRS: self.describe_log_dirs,
+            ApiKey.DESCRIBE_TOPIC_PARTITIONS: self.describe_topic_partitions,
             ApiKey.FIND_COORDINATOR: self.find_coordinator,
             # Producer ids, the transaction coordinator and transaction markers: the core's.
             ApiKey.INIT_PRODUCER_ID: self._served_by_core,
@@ -103,6 +115,7 @@ class Handlers:
             ApiKey.DESCRIBE_GROUPS: self._served_by_core,
             ApiKey.LIST_GROUPS: self._served_by_core,
             ApiKey.DELETE_GROUPS: self._served_by_core,
+            ApiKey.OFFSET_DELETE: self._served_by_core,
         }
         missing = set(SUPPORTED) - set(self.table)
         assert not missing, f"advertised APIs without a handler: {missing}"
@@ -195,34 +208,23 @@ class Handlers:
     def _topic_metadata(self, image: MetadataImage, name: str, live_ids: set[int]) -> Body:
         topic = image.topics.get(name)
         if topic is None:
-            problem = topic_name_problem(name, ())
-            code = (
-                ErrorCode.INVALID_TOPIC_EXCEPTION
-                if problem
-                else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            )
+            code = topic_name_error(name)
             return {"error_code": code, "name": name, "is_internal": False, "partitions": []}
         partitions = [
-            {
-                "error_code": ErrorCode.NONE
-                if info.leader >= 0
-                else ErrorCode.LEADER_NOT_AVAILABLE,
-                "partition_index": index,
-                "leader_id": info.leader,
-                "leader_epoch": info.leader_epoch,
-                "replica_nodes": list(info.replicas),
-                "isr_nodes": list(info.isr),
-                "offline_replicas": [r for r in info.replicas if r not in live_ids],
-            }
+            partition_metadata(index, info, live_ids)
             for index, info in sorted(topic.partitions.items())
         ]
         return {
             "error_code": ErrorCode.NONE,
             "name": name,
-            "is_internal": name == OFFSETS_TOPIC,
+            "is_internal": is_internal(name),
             "partitions": partitions,
             "topic_authorized_operations": -(2**31),
         }
+
+    # -- DescribeTopicPartitions -----------------------------------------------------------
+    async def describe_topic_partitions(self, request: Request) -> Body:
+        return describe_topic_partitions(self.image, request.body)
 
     # -- Produce, Fetch, ListOffsets, OffsetForLeaderEpoch -------------------------------
     async def _served_by_core(self, request: Request) -> Body | None:
@@ -280,95 +282,62 @@ class Handlers:
 
     async def incremental_alter_configs(self, request: Request) -> Body:
         before = self.image.last_offset
+        no_op = changes_nothing(self.image, request.body)
         answer = await self._forward(request)
         # Like CreateTopics: the next DescribeConfigs here should show the change, which the
-        # controller committed before it answered.
+        # controller committed before it answered (a request that changed nothing wrote none).
         changed = any(r["error_code"] == ErrorCode.NONE for r in answer["responses"])
-        if changed and not request.body.get("validate_only", False):
+        if changed and not no_op and not request.body.get("validate_only", False):
             await self.link.wait_for_image(
                 lambda image: image.last_offset > before, TOPIC_PROPAGATION_WAIT_S
             )
         return answer
 
+    # -- AlterConfigs (legacy: replaces a resource's whole set of dynamic configs) ----------
+    async def alter_configs(self, request: Request) -> Body:
+        """Forwarded as the IncrementalAlterConfigs that makes the resource's dynamic configs
+        exactly the ones named, so the controller validates and applies it as every change."""
+        body = request.body
+        incremental = legacy_alter_as_incremental(body, self.image)
+        try:
+            answer = await self.link.forward(
+                ApiKey.INCREMENTAL_ALTER_CONFIGS,
+                INCREMENTAL_ALTER_CONFIGS_VERSION,
+                incremental,
+                self._controller_timeout_s(),
+            )
+        except WireError as error:
+            log.warning("forwarding AlterConfigs to the controller: %s", error)
+            return alter_configs_error(
+                body, ErrorCode.REQUEST_TIMED_OUT, "the controller did not answer"
+            )
+        altered = [
+            resource
+            for resource, result in zip(body["resources"], answer["responses"], strict=True)
+            if result["error_code"] == ErrorCode.NONE
+        ]
+        if altered and not body["validate_only"]:
+            # As after IncrementalAlterConfigs: the next DescribeConfigs here shows the change.
+            await self.link.wait_for_image(
+                lambda image: all(shows_configs(image, resource) for resource in altered),
+                TOPIC_PROPAGATION_WAIT_S,
+            )
+        return alter_configs_answer(body, answer)
+
     # -- DescribeConfigs -------------------------------------------------------------------
     async def describe_configs(self, request: Request) -> Body:
-        results = [self._describe_resource(r) for r in request.body["resources"]]
-        return {"throttle_time_ms": 0, "results": results}
+        return describe_configs(
+            request.body,
+            broker_id=self.broker_id,
+            image=self.image,
+            config=self.driver.core.config,
+            levels=self.config_levels,
+        )
 
-    def _describe_resource(self, resource: Body) -> Body:
-        kind, name = resource["resource_type"], resource["resource_name"]
-        wanted = resource.get("configuration_keys")
-        result: Body = {
-            "error_code": ErrorCode.NONE,
-            "error_message": None,
-            "resource_type": kind,
-            "resource_name": name,
-            "configs": [],
-        }
-        image = self.image
-        updatable: set[str] = set()  # broker keys IncrementalAlterConfigs may change
-        if kind == RESOURCE_TOPIC:
-            topic = image.topics.get(name)
-            if topic is None:
-                return result | {
-                    "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                    "error_message": f"topic {name} does not exist",
-                }
-            config = self.driver.core.config
-            values = log_config(config, image, name).to_kafka_properties()
-            replication = replica_config(config, image, name)
-            values["min.insync.replicas"] = str(replication.min_insync_replicas)
-            values["unclean.leader.election.enable"] = str(
-                replication.unclean_leader_election_enable
-            ).lower()
-            sources = {key: SOURCE_DEFAULT_CONFIG for key in values}
-            sources |= {key: SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG for key in image.cluster_configs}
-            sources |= {key: SOURCE_DYNAMIC_TOPIC_CONFIG for key in topic.configs}
-        elif kind == RESOURCE_BROKER:
-            if name not in ("", str(self.broker_id)):
-                return result | {
-                    "error_code": ErrorCode.INVALID_REQUEST,
-                    "error_message": f"no broker {name} here",
-                }
-            values = self.settings.to_kafka_properties()
-            sources = {key: SOURCE_STATIC_BROKER_CONFIG for key in values}
-            # The cluster-wide dynamic defaults (IncrementalAlterConfigs on the broker resource
-            # "", in the metadata log under topic config names) are what this broker applies:
-            # shown under its own key names, as Kafka shows them.
-            for key in values:
-                name = BROKER_CONFIG_SYNONYMS.get(key, key)
-                if name in CLUSTER_DYNAMIC_CONFIGS:
-                    updatable.add(key)
-                    if name in image.cluster_configs:
-                        values[key] = image.cluster_configs[name]
-                        sources[key] = SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG
-        else:
-            return result | {
-                "error_code": ErrorCode.INVALID_REQUEST,
-                "error_message": f"resource type {kind} is not supported",
-            }
-        configs = []
-        for key in sorted(values):
-            if wanted is not None and key not in wanted:
-                continue
-            value = values[key]
-            source = sources.get(key, SOURCE_DEFAULT_CONFIG)
-            configs.append(
-                {
-                    "name": key,
-                    "value": value,
-                    "read_only": kind == RESOURCE_BROKER and key not in updatable,
-                    "is_default": source == SOURCE_DEFAULT_CONFIG,
-                    "config_source": source,
-                    "is_sensitive": False,
-                    "synonyms": [],
-                    "config_type": CONFIG_TYPE_LONG
-                    if value.lstrip("-").isdigit()
-                    else CONFIG_TYPE_STRING,
-                    "documentation": None,
-                }
-            )
-        return result | {"configs": configs}
+    # -- DescribeLogDirs -------------------------------------------------------------------
+    async def describe_log_dirs(self, request: Request) -> Body:
+        # Read between two steps of the core (this task runs on the core's event loop).
+        return describe_log_dirs(self.driver.core, request.body.get("topics"))
 
     # -- InitProducerId --------------------------------------------------------------------
 

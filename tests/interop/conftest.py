@@ -1,11 +1,14 @@
-"""Fixtures of the interop suite: Kafka's own tools, and one 3-broker cluster per module."""
+"""Fixtures of the interop suite: Kafka's own tools, franz-go, kafkajs and kcat, and one 3-broker
+cluster per module."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from support import franz_go, kafkajs, kcat
 from support.cluster import Cluster, start_cluster
 from support.kafka_tools import KafkaTools, fetch
 from support.replication import CONFIG
@@ -34,3 +37,32 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     cluster = start_cluster(root / "data", brokers=3, config=config)
     yield cluster
     cluster.stop()
+
+
+# The other clients are fetched (or built) once per session, before the module's cluster starts:
+# a first fetch then does not compete with idle brokers for the machine's two cores.
+
+
+@pytest.fixture(scope="session")
+def franz_go_binary() -> Path:
+    return franz_go.fetch()
+
+
+@pytest.fixture(scope="module")
+def franz(franz_go_binary: Path, cluster: Cluster) -> franz_go.FranzGo:
+    return franz_go.FranzGo(franz_go_binary, cluster.bootstrap)
+
+
+@pytest.fixture(scope="session")
+def kafkajs_modules() -> Path:
+    return kafkajs.fetch()
+
+
+@pytest.fixture(scope="module")
+def kafkajs_client(kafkajs_modules: Path, cluster: Cluster) -> kafkajs.Kafkajs:
+    return kafkajs.Kafkajs(kafkajs_modules, cluster.bootstrap)
+
+
+@pytest.fixture(scope="session")
+def kcat_tool() -> kcat.Kcat:
+    return kcat.fetch()

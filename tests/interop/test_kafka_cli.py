@@ -4,8 +4,10 @@ configs, offsets and the producer perf test."""
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -162,3 +164,79 @@ def test_producer_perf_test_sends_every_record(kafka_tools: KafkaTools, cluster:
     assert re.search(r"^20000 records sent", out, re.MULTILINE), out
     latest = kafka_tools.ok("kafka-get-offsets", *boot, "--topic", topic, "--time", "-1")
     assert sum(int(line.rsplit(":", 1)[1]) for line in latest.split()) == 20000
+
+
+def test_delete_records_moves_the_earliest_offset(kafka_tools: KafkaTools, cluster: Cluster,
+                                                  tmp_path: Path):  # fmt: skip
+    topic = unique("cli-delete-records")
+    boot = ["--bootstrap-server", cluster.bootstrap]
+    kafka_tools.ok("kafka-topics", *boot, "--create", "--topic", topic, "--partitions", "2")
+    kafka_tools.ok("kafka-console-producer", *boot, "--topic", topic,
+                   "--reader-property", "parse.key=true",
+                   input="".join(f"{i % 2}\t{i}\n" for i in range(20)))  # fmt: skip
+    latest = kafka_tools.ok("kafka-get-offsets", *boot, "--topic", topic, "--time", "-1")
+    ends = {int(line.split(":")[1]): int(line.split(":")[2]) for line in latest.split()}
+    assert sum(ends.values()) == 20
+    plan = tmp_path / "delete.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "offset": 3},
+        {"topic": topic, "partition": 1, "offset": -1},
+    ]}))  # fmt: skip
+    out = kafka_tools.ok("kafka-delete-records", *boot, "--offset-json-file", str(plan))
+    assert f"partition: {topic}-0\tlow_watermark: 3" in out
+    assert f"partition: {topic}-1\tlow_watermark: {ends[1]}" in out
+    earliest = kafka_tools.ok("kafka-get-offsets", *boot, "--topic", topic, "--time", "-2")
+    assert sorted(earliest.split()) == [f"{topic}:0:3", f"{topic}:1:{ends[1]}"]
+
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "offset": ends[0] + 5}]}))  # fmt: skip
+    refused = kafka_tools.run("kafka-delete-records", *boot, "--offset-json-file", str(plan))
+    assert "OffsetOutOfRangeException" in refused.stdout + refused.stderr
+
+
+def test_log_dirs_show_every_replica_and_its_size(kafka_tools: KafkaTools, cluster: Cluster):
+    topic = unique("cli-log-dirs")
+    boot = ["--bootstrap-server", cluster.bootstrap]
+    kafka_tools.ok("kafka-topics", *boot, "--create", "--topic", topic, "--partitions", "2")
+    kafka_tools.ok("kafka-console-producer", *boot, "--topic", topic,
+                   input="".join(f"record-{i}\n" for i in range(50)))  # fmt: skip
+    out = kafka_tools.ok("kafka-log-dirs", *boot, "--describe", "--topic-list", topic)
+    described = json.loads(out.strip().splitlines()[-1])
+    replicas = [
+        (broker["broker"], partition["partition"], partition["size"])
+        for broker in described["brokers"]
+        for log_dir in broker["logDirs"]
+        for partition in log_dir["partitions"]
+    ]
+    assert sorted((b, p) for b, p, _size in replicas) == [
+        (b, f"{topic}-{p}") for b in (1, 2, 3) for p in (0, 1)
+    ]
+    assert sum(size for _b, _p, size in replicas) > 3 * 50 * len("record-00")
+
+
+def test_offsets_by_max_timestamp_and_producers_of_a_partition(
+    kafka_tools: KafkaTools, cluster: Cluster
+):
+    topic = unique("cli-max-timestamp")
+    boot = ["--bootstrap-server", cluster.bootstrap]
+    kafka_tools.ok("kafka-topics", *boot, "--create", "--topic", topic, "--partitions", "1")
+    kafka_tools.ok("kafka-console-producer", *boot, "--topic", topic,
+                   "--command-property", "enable.idempotence=true",
+                   input="".join(f"{i}\n" for i in range(5)))  # fmt: skip
+    newest = kafka_tools.ok("kafka-get-offsets", *boot, "--topic", topic, "--time", "-3")
+    [(name, partition, offset)] = [line.split(":") for line in newest.split()]
+    assert (name, partition) == (topic, "0") and 0 <= int(offset) <= 4
+    producers = kafka_tools.ok("kafka-transactions", *boot, "describe-producers",
+                               "--topic", topic, "--partition", "0")  # fmt: skip
+    header, *rows = [line.split() for line in producers.strip().splitlines()]
+    assert header[:4] == ["ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence"]
+    assert len(rows) == 1 and rows[0][3] == "4"  # one idempotent producer, five records
+
+
+def test_leader_election_has_nothing_to_do_on_a_healthy_cluster(
+    kafka_tools: KafkaTools, cluster: Cluster
+):
+    done = kafka_tools.run("kafka-leader-election", "--bootstrap-server", cluster.bootstrap,
+                           "--election-type", "preferred", "--all-topic-partitions")  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Error" not in done.stdout + done.stderr

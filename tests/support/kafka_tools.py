@@ -30,6 +30,8 @@ TOOLS = {
     "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
     "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
     "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
+    "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
+    "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
     "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
     "kafka-verifiable-producer": "org.apache.kafka.tools.VerifiableProducer",
     "kafka-verifiable-consumer": "org.apache.kafka.tools.VerifiableConsumer",

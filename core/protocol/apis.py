@@ -78,7 +78,7 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.PRODUCE: (3, 8),
     ApiKey.FETCH: (4, 12),  # v12: flexible; followers send last_fetched_epoch (KIP-320)
     ApiKey.LIST_OFFSETS: (1, 10),  # v7 max timestamp (KIP-734); v8/v9 answer as without tiering
-    ApiKey.METADATA: (1, 8),
+    ApiKey.METADATA: (1, 12),  # v10+ topic ids (KIP-516), v12 topics asked for by id
     ApiKey.API_VERSIONS: (0, 3),
     ApiKey.CREATE_TOPICS: (0, 4),
     ApiKey.DELETE_TOPICS: (0, 3),

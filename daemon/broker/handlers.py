@@ -14,6 +14,7 @@ topic_partitions.py (Metadata's entries, DescribeTopicPartitions).
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -37,6 +38,7 @@ from rlog.daemon.broker.groups import GroupService
 from rlog.daemon.broker.log_dirs import describe_log_dirs
 from rlog.daemon.broker.server import CLIENT_HOST
 from rlog.daemon.broker.topic_partitions import (
+    ZERO_TOPIC_ID,
     describe_topic_partitions,
     is_internal,
     partition_metadata,
@@ -152,13 +154,21 @@ class Handlers:
         body = request.body
         requested = body.get("topics")
         image = self.image
-        names = sorted(image.topics) if requested is None else [t["name"] for t in requested]
+        # v12 may name a topic by its id alone (KIP-516); an id nobody has is UNKNOWN_TOPIC_ID.
+        by_id = [t["topic_id"] for t in requested or () if t.get("name") is None]
+        names = (
+            sorted(image.topics)
+            if requested is None
+            else [t["name"] for t in requested if t.get("name") is not None]
+        )
         allow_auto_create = body.get("allow_auto_topic_creation", True)
         if requested is not None and allow_auto_create and self.settings.auto_create_topics_enable:
             await self._auto_create([n for n in names if n not in image.topics])
         image = self.image
         live = image.live_brokers()
         live_ids = {b.broker_id for b in live}
+        topics = [self._topic_metadata(image, name, live_ids) for name in names]
+        topics += [self._topic_metadata_by_id(image, topic_id, live_ids) for topic_id in by_id]
         controller_id = self.broker_id if self.broker_id in live_ids else -1
         if controller_id == -1 and live_ids:
             controller_id = min(live_ids)
@@ -171,7 +181,7 @@ class Handlers:
             "cluster_id": self.cluster_id,
             # Admin clients send topic requests here; every broker forwards them.
             "controller_id": controller_id,
-            "topics": [self._topic_metadata(image, name, live_ids) for name in names],
+            "topics": topics,
             "cluster_authorized_operations": -(2**31),
         }
 
@@ -209,7 +219,8 @@ class Handlers:
         topic = image.topics.get(name)
         if topic is None:
             code = topic_name_error(name)
-            return {"error_code": code, "name": name, "is_internal": False, "partitions": []}
+            return {"error_code": code, "name": name, "topic_id": ZERO_TOPIC_ID,
+                    "is_internal": False, "partitions": []}  # fmt: skip
         partitions = [
             partition_metadata(index, info, live_ids)
             for index, info in sorted(topic.partitions.items())
@@ -217,10 +228,20 @@ class Handlers:
         return {
             "error_code": ErrorCode.NONE,
             "name": name,
+            "topic_id": uuid.UUID(topic.topic_id),  # v10+
             "is_internal": is_internal(name),
             "partitions": partitions,
             "topic_authorized_operations": -(2**31),
         }
+
+    def _topic_metadata_by_id(
+        self, image: MetadataImage, topic_id: uuid.UUID, live_ids: set[int]
+    ) -> Body:
+        for topic in image.topics.values():
+            if uuid.UUID(topic.topic_id) == topic_id:
+                return self._topic_metadata(image, topic.name, live_ids)
+        return {"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None, "topic_id": topic_id,
+                "is_internal": False, "partitions": []}  # fmt: skip
 
     # -- DescribeTopicPartitions -----------------------------------------------------------
     async def describe_topic_partitions(self, request: Request) -> Body:

@@ -429,3 +429,41 @@ def test_describe_topic_partitions_pages_through_the_partitions_as_metadata_show
     answer = describe_topic_partitions(cluster, [unknown, first], limit=2000)
     codes = {t["name"]: t["error_code"] for t in answer["topics"]}
     assert codes == {first: ErrorCode.NONE, unknown: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+
+
+def metadata_v12(cluster: Cluster, topics: list[dict] | None) -> dict:
+    with BlockingKafkaClient("127.0.0.1", cluster.base_port, timeout_s=10) as client:
+        return client.request(
+            ApiKey.METADATA,
+            12,
+            {"topics": topics, "allow_auto_topic_creation": False,
+             "include_topic_authorized_operations": False},
+        )  # fmt: skip
+
+
+def test_metadata_v12_gives_topic_ids_and_finds_a_topic_by_its_id(cluster: Cluster):
+    topic = unique("metadata-ids")
+    create(cluster, topic, partitions=2)
+    by_name = metadata_v12(cluster, [{"name": topic, "topic_id": uuid.UUID(int=0)}])
+    [found] = by_name["topics"]
+    assert found["error_code"] == 0 and found["topic_id"] != uuid.UUID(int=0)
+    assert len(found["partitions"]) == 2
+    confluent = admin(cluster).describe_topics(TopicCollection([topic]))[topic].result(timeout=30)
+    mask = (1 << 64) - 1
+    as_seen_by_librdkafka = uuid.UUID(
+        int=(confluent.topic_id.get_most_significant_bits() & mask) << 64
+        | (confluent.topic_id.get_least_significant_bits() & mask)
+    )
+    assert as_seen_by_librdkafka == found["topic_id"]
+
+    [again] = metadata_v12(cluster, [{"name": None, "topic_id": found["topic_id"]}])["topics"]
+    assert (again["name"], again["topic_id"], len(again["partitions"])) == (
+        topic, found["topic_id"], 2,
+    )  # fmt: skip
+    stranger = uuid.uuid4()
+    [unknown] = metadata_v12(cluster, [{"name": None, "topic_id": stranger}])["topics"]
+    assert (unknown["error_code"], unknown["name"], unknown["topic_id"]) == (
+        ErrorCode.UNKNOWN_TOPIC_ID, None, stranger,
+    )  # fmt: skip
+    everything = metadata_v12(cluster, None)["topics"]
+    assert {t["name"]: t["topic_id"] for t in everything}[topic] == found["topic_id"]

@@ -965,10 +965,28 @@ class GroupCoordinator:
         return ErrorCode.NONE
 
     def fetch_offsets(self, caller: Caller, body: Body) -> list[Effect]:
-        group_id: str = body["group_id"]
+        """OffsetFetch: one group (v1-v7) or several (v8+, each with its own error). With
+        require_stable (v7+), a partition whose offset a transaction has pending answers
+        UNSTABLE_OFFSET_COMMIT, which the client retries (KIP-447). A classic group takes no
+        member id or epoch (v9) into account, as in Kafka."""
+        require_stable = bool(body.get("require_stable", False))
+        if caller.version < 8:
+            answer = self._group_offsets(body["group_id"], body.get("topics"), require_stable)
+            return [Respond(caller.token, {"throttle_time_ms": 0, **answer})]
+        groups = [
+            {"group_id": group["group_id"],
+             **self._group_offsets(group["group_id"], group.get("topics"), require_stable)}
+            for group in body.get("groups") or []
+        ]  # fmt: skip
+        return [Respond(caller.token, {"throttle_time_ms": 0, "groups": groups})]
+
+    def _group_offsets(
+        self, group_id: str, requested: list[Body] | None, require_stable: bool
+    ) -> Body:
+        """One group's part of an OffsetFetch answer: `topics` and `error_code`."""
         error = self._ownership_error(group_id)
-        requested = body.get("topics")
         committed = self._offsets.committed(group_id)  # pending offsets are not shown
+        unstable = self._offsets.pending_keys(group_id) if require_stable else set()
         if requested is None:  # v2+: every partition with a committed offset
             names = sorted({topic for topic, _ in committed})
             requested = [
@@ -979,19 +997,22 @@ class GroupCoordinator:
         for topic in requested:
             partitions = []
             for index in topic.get("partition_indexes") or []:
-                entry = committed.get((topic["name"], index)) if error == ErrorCode.NONE else None
+                key = (topic["name"], index)
+                entry = committed.get(key) if error == ErrorCode.NONE else None
+                code = error
+                if code == ErrorCode.NONE and key in unstable:
+                    code, entry = ErrorCode.UNSTABLE_OFFSET_COMMIT, None
                 partitions.append(
                     {
                         "partition_index": index,
                         "committed_offset": entry.offset if entry else -1,
                         "committed_leader_epoch": entry.leader_epoch if entry else -1,
                         "metadata": entry.metadata if entry else "",
-                        "error_code": error,
+                        "error_code": code,
                     }
                 )
             topics.append({"name": topic["name"], "partitions": partitions})
-        body_out = {"throttle_time_ms": 0, "topics": topics, "error_code": error}
-        return [Respond(caller.token, body_out)]
+        return {"topics": topics, "error_code": error}
 
     def delete_offsets(self, caller: Caller, body: Body, now: int) -> list[Effect]:
         """OffsetDelete: tombstones for the group's offsets of these partitions, answered once

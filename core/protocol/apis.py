@@ -102,8 +102,8 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),  # any replica answers from its producer state
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 3),
     ApiKey.DELETE_RECORDS: (0, 2),  # the log start moves on every live replica
-    ApiKey.OFFSET_COMMIT: (2, 7),
-    ApiKey.OFFSET_FETCH: (1, 5),
+    ApiKey.OFFSET_COMMIT: (2, 9),  # v8+ flexible; v9 for a classic group is v8
+    ApiKey.OFFSET_FETCH: (1, 9),  # v7 require_stable, v8+ several groups at once
     ApiKey.FIND_COORDINATOR: (0, 2),
     ApiKey.JOIN_GROUP: (0, 5),
     ApiKey.HEARTBEAT: (0, 3),

@@ -750,3 +750,57 @@ def test_hosting_loads_an_unmarked_transaction_as_pending(tmp_path: Path) -> Non
     assert isinstance(loaded, Loaded) and loaded.summary.pending_offsets == 1
     host.marker(committed=True)
     assert host.committed() == 42
+
+
+# ---- OffsetFetch v7+ (require_stable) and v8+ (several groups) ----
+
+
+def fetch_wire(driver: Driver, version: int, body: Body) -> Body:
+    """An OffsetFetch through the codec both ways, as a client at `version` sees it."""
+    request_codec = codec_for("OffsetFetchRequest", version)
+    decoded, _ = request_codec.decode(request_codec.encode(body))
+    token = driver.send("fetch_offsets", decoded, version)
+    response_codec = codec_for("OffsetFetchResponse", version)
+    answer, _ = response_codec.decode(response_codec.encode(driver.answer(token)))
+    return answer
+
+
+def test_require_stable_answers_unstable_while_a_transaction_holds_the_offset() -> None:
+    driver = Driver()
+    driver.answer(driver.commit(0, 5))
+    driver.answer(driver.txn_commit({0: 42}))
+    asked = {"group_id": GROUP, "topics": [{"name": TOPIC, "partition_indexes": [0]}]}
+    relaxed = fetch_wire(driver, 7, asked | {"require_stable": False})
+    stable = fetch_wire(driver, 7, asked | {"require_stable": True})
+    assert relaxed["topics"][0]["partitions"][0]["committed_offset"] == 5
+    (part,) = stable["topics"][0]["partitions"]
+    assert (part["error_code"], part["committed_offset"]) == (ErrorCode.UNSTABLE_OFFSET_COMMIT, -1)
+    driver.marker(committed=True)
+    after = fetch_wire(driver, 7, asked | {"require_stable": True})
+    assert after["topics"][0]["partitions"][0]["committed_offset"] == 42
+
+
+@pytest.mark.parametrize("version", [8, 9])
+def test_one_offset_fetch_asks_for_several_groups_each_with_its_own_error(version: int) -> None:
+    driver = Driver()
+    driver.answer(driver.commit(0, 5))
+    driver.answer(driver.commit(1, 9))
+    elsewhere = "other-group"
+    driver.coordinator.unload(driver.coordinator.partition_for(elsewhere))
+    member = {"member_id": "", "member_epoch": -1} if version >= 9 else {}
+    body = {
+        "groups": [
+            {"group_id": GROUP, "topics": [{"name": TOPIC, "partition_indexes": [1]}], **member},
+            {"group_id": GROUP, "topics": None, **member},
+            {"group_id": elsewhere, "topics": None, **member},
+        ],
+        "require_stable": True,
+    }
+    answer = fetch_wire(driver, version, body)
+    one, every, other = answer["groups"]
+    assert (one["group_id"], one["error_code"]) == (GROUP, ErrorCode.NONE)
+    assert [p["committed_offset"] for p in one["topics"][0]["partitions"]] == [9]
+    assert [
+        (p["partition_index"], p["committed_offset"]) for p in every["topics"][0]["partitions"]
+    ] == [(0, 5), (1, 9)]
+    assert (other["group_id"], other["error_code"]) == (elsewhere, ErrorCode.NOT_COORDINATOR)

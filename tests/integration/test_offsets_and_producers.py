@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -28,17 +29,23 @@ from rlog.core.protocol.apis import ApiKey
 from rlog.daemon.wire import BlockingKafkaClient
 from support.cli_runner import ok, rlog
 from support.cluster import HOST, Cluster, start_cluster
-from support.kafka_tools import JVM_OPTIONS, KafkaTools, ToolsUnavailable, fetch
+from support.kafka_tools import JVM_OPTIONS, KafkaTools, fetch
 from support.replication import CONFIG
 
 pytestmark = pytest.mark.integration
 
 WAIT_S = 20.0
-# Ten minutes ahead: transaction markers carry the broker's clock, and count for the max
-# timestamp too (as in Kafka), so the records' times must stay above theirs.
+# Ten minutes ahead of each test (see fresh_base_time): transaction markers carry the broker's
+# clock, and count for the max timestamp too (as in Kafka), so the records' times must stay
+# above theirs however long the suite ran before.
 BASE_MS = (int(time.time()) + 600) * 1000
 # Timestamps out of order across and inside batches; the largest (BASE_MS + 50) first at 3.
 TIMES = [10, 20, 5, 50, 30, 50, 40]
+
+
+@pytest.fixture(autouse=True)
+def fresh_base_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys.modules[__name__], "BASE_MS", (int(time.time()) + 600) * 1000)
 
 
 @pytest.fixture(scope="module")
@@ -55,10 +62,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 @pytest.fixture(scope="module")
 def kafka_tools() -> KafkaTools:
-    try:
-        return KafkaTools(fetch())
-    except ToolsUnavailable as why:
-        pytest.skip(str(why))
+    return KafkaTools(fetch())
 
 
 def new_topic(cluster: Cluster, partitions: int = 1, replicas: int = 3) -> str:

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from sim.sim_fs import SimFileSystem
+from test_admin_answers import missing_fields
 from test_broker_core import TOPIC, Cluster, fetch_body, list_offsets_body, partition_of
 
 from rlog.core.broker import Token
+from rlog.core.broker.record_deletion import RecordDeletion
 from rlog.core.metadata.records import FenceBroker
 from rlog.core.protocol.apis import ApiKey
 from rlog.core.protocol.errors import ErrorCode
+from rlog.core.protocol.schema import load_message
 from rlog.core.records import build_batch
 
 Body = dict[str, Any]
@@ -157,3 +161,30 @@ def test_the_new_log_start_survives_a_power_loss_right_after_the_answer() -> Non
     cluster.start(1)
     cluster.run()
     assert (cluster.replica(1).log_start_offset, cluster.replica(1).log_end_offset) == (6, 10)
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_the_answer_names_every_field_of_its_schema(version: int) -> None:
+    """A golden check against Kafka's DeleteRecordsResponse: answered at once and refused
+    partitions, each version, before the codec fills any default in."""
+    cluster = Cluster(brokers=(1,))
+    cluster.produce(1, build_batch([(None, b"v")]), acks=1)
+    cluster.run()
+    answers: list[Body] = []
+    deletion = RecordDeletion(lambda _token, body: answers.append(body))
+    body = {
+        "topics": [
+            {"name": TOPIC, "partitions": [{"partition_index": 0, "offset": 1}]},
+            {"name": "nope", "partitions": [{"partition_index": 3, "offset": 1}]},
+        ],
+        "timeout_ms": 1_000,
+    }
+    core = cluster.cores[1]
+    deletion.serve(("t",), body, "", core.hosted.get, cluster.image, cluster.now)
+    [answer] = answers
+    seen: set[str] = set()
+    response = load_message("DeleteRecordsResponse").struct
+    assert missing_fields(response, version, answer, "DeleteRecordsResponse", seen) == []
+    [[ours], [theirs]] = [t["partitions"] for t in answer["topics"]]
+    assert (ours["low_watermark"], ours["error_code"]) == (1, ErrorCode.NONE)
+    assert theirs["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -15,15 +15,14 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
+from support.held_process import held_until
 from support.kafka_tools import cache_dir
 
 SOURCE_DIR = Path(__file__).resolve().parents[1] / "interop" / "kafkajs"
@@ -136,38 +135,9 @@ class Kafkajs:
         committed its records, while it is still a member of its group; on exit it closes its
         stdin, so it leaves the group and ends. It is killed (by its pid) if it has not ended
         in time."""
-        # stderr to a file: a pipe nobody reads could fill and stall the process.
-        with tempfile.TemporaryFile("w+") as errors:
-            process = subprocess.Popen(
-                self.command("consume", *args, "--hold", timeout_s=timeout_s),
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors, text=True,
-                env=self.environment(), start_new_session=True,
-            )  # fmt: skip
-            assert process.stdin is not None and process.stdout is not None
-            try:
-                lines: list[dict[str, Any]] = []
-                # Its own deadline bounds these reads: at worst it exits, and stdout ends.
-                for text in process.stdout:
-                    lines.append(json.loads(text))
-                    if lines[-1]["event"] == "holding":
-                        break
-                else:
-                    process.wait(timeout=10)
-                    raise AssertionError(
-                        f"the held consumer ended before holding (exit {process.returncode}):"
-                        f"\n{lines}\n{read_all(errors)}"
-                    )
-                yield lines
-                process.stdin.close()
-                assert process.wait(timeout=30) == 0, read_all(errors)
-            finally:
-                if process.poll() is None:
-                    os.killpg(process.pid, signal.SIGKILL)
-                    process.wait(timeout=10)
-                process.stdin.close()
-                process.stdout.close()
-
-
-def read_all(file: IO[str]) -> str:
-    file.seek(0)
-    return file.read()
+        with held_until(
+            self.command("consume", *args, "--hold", timeout_s=timeout_s),
+            "holding",
+            env=self.environment(),
+        ) as lines:
+            yield lines

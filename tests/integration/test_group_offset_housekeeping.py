@@ -60,6 +60,7 @@ RETRY_CODES = (
     KafkaError.NOT_COORDINATOR,
     KafkaError.COORDINATOR_NOT_AVAILABLE,
     KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError._TIMED_OUT,  # librdkafka's own: a request to a broker just killed
 )
 NO_OFFSET = -1001  # librdkafka's OFFSET_INVALID: the group has no offset for the partition
 

@@ -85,6 +85,9 @@ _BROKER_KEYS: dict[str, tuple[str, type]] = {
     "group.min.session.timeout.ms": ("group_min_session_timeout_ms", int),
     "group.max.session.timeout.ms": ("group_max_session_timeout_ms", int),
     "group.max.size": ("group_max_size", int),
+    "group.consumer.session.timeout.ms": ("group_consumer_session_timeout_ms", int),
+    "group.consumer.heartbeat.interval.ms": ("group_consumer_heartbeat_interval_ms", int),
+    "group.consumer.max.size": ("group_consumer_max_size", int),
     "offsets.retention.minutes": ("offsets_retention_minutes", int),
     "offsets.retention.check.interval.ms": ("offsets_retention_check_interval_ms", int),
     # Idempotent and transactional producers: the transaction coordinator and its internal
@@ -155,6 +158,10 @@ class BrokerSettings:
     group_min_session_timeout_ms: int = 6_000
     group_max_session_timeout_ms: int = 1_800_000
     group_max_size: int = 2**31 - 1
+    # The consumer protocol's groups (KIP-848): the broker sets their members' timing.
+    group_consumer_session_timeout_ms: int = 45_000
+    group_consumer_heartbeat_interval_ms: int = 5_000
+    group_consumer_max_size: int = 2**31 - 1
     offsets_retention_minutes: int = 7 * 24 * 60
     offsets_retention_check_interval_ms: int = 600_000
     # As for __consumer_offsets, fewer partitions than Kafka's 50 on one machine.
@@ -270,6 +277,9 @@ def broker_settings(table: dict[str, Any]) -> BrokerSettings:
         "offsets.topic.replication.factor",
         "group.min.session.timeout.ms",
         "group.max.size",
+        "group.consumer.session.timeout.ms",
+        "group.consumer.heartbeat.interval.ms",
+        "group.consumer.max.size",
         "offsets.retention.minutes",
         "offsets.retention.check.interval.ms",
         "transaction.state.log.num.partitions",
@@ -297,6 +307,11 @@ def broker_settings(table: dict[str, Any]) -> BrokerSettings:
     if settings.broker_heartbeat_interval_ms >= settings.broker_session_timeout_ms:
         raise ConfigError(
             "[broker] broker.heartbeat.interval.ms: must be below broker.session.timeout.ms"
+        )
+    if settings.group_consumer_heartbeat_interval_ms >= settings.group_consumer_session_timeout_ms:
+        raise ConfigError(
+            "[broker] group.consumer.heartbeat.interval.ms: must be below "
+            "group.consumer.session.timeout.ms"
         )
     if settings.group_max_session_timeout_ms < settings.group_min_session_timeout_ms:
         raise ConfigError(

@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
@@ -38,6 +39,7 @@ from rlog.core.groups import (
     LoadSummary,
     Respond,
 )
+from rlog.core.groups.consumer_group import TopicIds
 from rlog.core.metadata.image import MetadataImage
 from rlog.core.protocol.apis import ApiKey
 from rlog.core.protocol.errors import ErrorCode
@@ -67,6 +69,8 @@ GROUP_APIS: dict[int, tuple[str, bool]] = {
     ApiKey.DELETE_GROUPS: ("delete_groups", True),
     ApiKey.TXN_OFFSET_COMMIT: ("txn_offset_commit", True),
     ApiKey.OFFSET_DELETE: ("delete_offsets", True),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: ("consumer_group_heartbeat", True),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: ("consumer_group_describe", False),
 }
 
 # The APIs whose partitions of unknown topics are refused before the coordinator sees them; their
@@ -125,6 +129,13 @@ class GroupHosting:
         """Load the offsets partitions this broker leads now, unload those it no longer does;
         then drop the groups' offsets of topics deleted since the last image."""
         deleted = self._deleted_topics(image)
+        topic_ids = TopicIds(
+            {
+                name: (uuid.UUID(info.topic_id), len(info.partitions))
+                for name, info in image.topics.items()
+            }
+        )
+        self.coordinator.set_topics(topic_ids)
         topic = image.topics.get(OFFSETS_TOPIC)
         if topic is None:
             self._unload_all()
@@ -136,6 +147,7 @@ class GroupHosting:
             config = replace(self._config, offsets_partitions=len(topic.partitions))
             self._config = config
             self.coordinator = GroupCoordinator(config, self._new_member_id)
+            self.coordinator.set_topics(topic_ids)
         coordinator = self.coordinator
         for partition in sorted(topic.partitions):
             found = replica(partition)

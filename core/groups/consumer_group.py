@@ -21,8 +21,15 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
+from functools import cached_property
 from typing import Any
 
+from rlog.core.groups.consumer_records import (
+    LoadedConsumerGroup,
+    MemberMetadata,
+    current_assignment,
+    named,
+)
 from rlog.core.groups.reconciliation import UNOWNED, MemberAssignment, MemberState, reconcile
 from rlog.core.groups.server_assignors import ASSIGNORS, MemberSpec, assign
 from rlog.core.protocol.errors import ErrorCode
@@ -60,11 +67,13 @@ class TopicIds:
 
     by_name: Mapping[str, tuple[uuid.UUID, int]]
 
+    @cached_property
+    def names(self) -> dict[uuid.UUID, str]:
+        """Topic id -> name."""
+        return {found: name for name, (found, _count) in self.by_name.items()}
+
     def name_of(self, topic_id: uuid.UUID) -> str | None:
-        for name, (found, _count) in self.by_name.items():
-            if found == topic_id:
-                return name
-        return None
+        return self.names.get(topic_id)
 
     def partition_counts(self, names: frozenset[str]) -> dict[str, int]:
         return {n: self.by_name[n][1] for n in sorted(names) if n in self.by_name}
@@ -88,6 +97,19 @@ class ConsumerMember:
     def epoch(self) -> int:
         return self.reconciled.member_epoch
 
+    @property
+    def metadata(self) -> MemberMetadata:
+        """What of it the log keeps (record 5)."""
+        return MemberMetadata(
+            self.instance_id,
+            self.rack_id,
+            self.client_id,
+            self.client_host,
+            self.subscribed,
+            self.rebalance_timeout_ms,
+            self.server_assignor,
+        )
+
 
 class HeartbeatError(Exception):
     def __init__(self, code: ErrorCode, message: str) -> None:
@@ -106,7 +128,52 @@ class ConsumerGroup:
         self.target: dict[str, dict[str, frozenset[int]]] = {}
         self._partition_counts: dict[str, int] = {}  # of the subscribed topics, at the epoch
 
+    @classmethod
+    def from_log(
+        cls,
+        group_id: str,
+        settings: ConsumerGroupSettings,
+        loaded: LoadedConsumerGroup,
+        topics: TopicIds,
+        now_ms: int,
+    ) -> ConsumerGroup:
+        """The group as its replayed records leave it; every member's session starts now (as
+        Kafka's does on a new coordinator), and so does the revocation time of a member that
+        still has partitions to give up."""
+        group = cls(group_id, settings)
+        group.group_epoch = loaded.group_epoch
+        group.assignment_epoch = loaded.assignment_epoch
+        group._partition_counts = dict(loaded.partition_counts)
+        for member_id, meta in loaded.members.items():
+            member = ConsumerMember(
+                member_id,
+                meta.client_id,
+                meta.client_host,
+                meta.rebalance_timeout_ms,
+                meta.subscribed,
+                meta.instance_id,
+                meta.rack_id,
+                meta.server_assignor,
+                session_deadline_ms=now_ms + settings.session_timeout_ms,
+            )
+            body = loaded.current.get(member_id)
+            if body is not None:
+                member.reconciled = current_assignment(body, topics.names)
+            if member.reconciled.state is MemberState.UNREVOKED_PARTITIONS:
+                member.revocation_deadline_ms = now_ms + member.rebalance_timeout_ms
+            group.members[member_id] = member
+            group.target[member_id] = dict(named(loaded.targets.get(member_id, {}), topics.names))
+        return group
+
     # ---- what others ask ----
+
+    def is_subscribed_to(self, topic: str) -> bool:
+        return any(topic in member.subscribed for member in self.members.values())
+
+    @property
+    def partition_counts(self) -> dict[str, int]:
+        """The subscribed topics' partition counts the group epoch was computed for."""
+        return dict(self._partition_counts)
 
     @property
     def state(self) -> ConsumerGroupState:
@@ -366,7 +433,7 @@ def _check_request(body: Body) -> None:
     for key, name in (("instance_id", "InstanceId"), ("rack_id", "RackId")):
         if body.get(key) == "":
             raise invalid(f"{name} can't be empty.")
-    if body.get("subscribed_topic_regex") is not None:
+    if body.get("subscribed_topic_regex"):  # librdkafka sends "" when it subscribes by name
         raise invalid("SubscribedTopicRegex is not supported yet.")
     epoch = body.get("member_epoch")
     if epoch is None or epoch < STATIC_LEAVE_EPOCH:

@@ -47,6 +47,9 @@ from rlog.core.groups.answers import (
     offset_delete_answer,
     sync_answer,
 )
+from rlog.core.groups.consumer_coordinator import ConsumerGroups, heartbeat_error
+from rlog.core.groups.consumer_group import ConsumerGroup, ConsumerGroupSettings, TopicIds
+from rlog.core.groups.consumer_records import Record as ConsumerRecord
 from rlog.core.groups.group import Group, GroupState, Member
 from rlog.core.groups.partitioner import group_partition
 from rlog.core.groups.records import (
@@ -82,6 +85,10 @@ class GroupConfig:
     offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
     offsets_retention_ms: int = 7 * 24 * 60 * 60 * 1000  # offsets.retention.minutes, as ms
     offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
+    # The consumer protocol's groups (KIP-848).
+    consumer_session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
+    consumer_heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
+    consumer_max_size: int = 2**31 - 1  # group.consumer.max.size
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +206,17 @@ class GroupCoordinator:
         # By group, the partitions whose last offset write failed: the record may be in the log
         # all the same (a write that timed out), so a deletion writes their tombstones too.
         self._in_doubt: dict[str, set[Key]] = {}
+        self._consumer_settings = ConsumerGroupSettings(
+            session_timeout_ms=config.consumer_session_timeout_ms,
+            heartbeat_interval_ms=config.consumer_heartbeat_interval_ms,
+            max_size=config.consumer_max_size,
+        )
+        self.consumer = ConsumerGroups(self._consumer_settings, self._consumer_write)
+
+    def set_topics(self, topics: TopicIds) -> None:
+        """The topics that exist now (the metadata image's): consumer-protocol groups name
+        partitions by topic id on the wire and in the log."""
+        self.consumer.topics = topics
 
     # ---- ownership -------------------------------------------------------------------------
 
@@ -225,7 +243,14 @@ class GroupCoordinator:
         summary = LoadSummary(corrupt_records=replayed.corrupt_records)
         summary.offsets, summary.pending_offsets = replayed.offsets.counts()
         # This partition's groups only: another loaded partition's groups are live and stay.
-        for group_id in replayed.group_ids | replayed.offsets.groups():
+        consumer_ids = set(replayed.consumer.groups) - replayed.classic_last
+        for group_id in sorted(consumer_ids):
+            loaded = replayed.consumer.groups[group_id]
+            self.consumer.groups[group_id] = ConsumerGroup.from_log(
+                group_id, self._consumer_settings, loaded, self.consumer.topics, now
+            )
+            state.group_ids.add(group_id)
+        for group_id in (replayed.group_ids | replayed.offsets.groups()) - consumer_ids:
             group = Group.from_record(group_id, replayed.metadata.get(group_id), now)
             self._groups[group_id] = group
             state.group_ids.add(group_id)
@@ -241,6 +266,8 @@ class GroupCoordinator:
             return []
         effects: list[Effect] = []
         for group_id in state.group_ids:
+            for token, _later in self.consumer.drop(group_id):
+                effects.append(Respond(token, heartbeat_error(ErrorCode.NOT_COORDINATOR)))
             group = self._groups.pop(group_id, None)
             self._offsets.drop_group(group_id)
             self._in_doubt.pop(group_id, None)  # a later load replays what the log holds
@@ -258,6 +285,10 @@ class GroupCoordinator:
         if not state.loaded:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return ErrorCode.NONE
+
+    def _exists(self, group_id: str) -> bool:
+        """A group of either protocol (or a standalone committer's) is here."""
+        return group_id in self._groups or group_id in self.consumer.groups
 
     def _remember(self, group: Group) -> None:
         self._groups[group.group_id] = group
@@ -333,6 +364,23 @@ class GroupCoordinator:
     # ---- JoinGroup -------------------------------------------------------------------------
 
     def join_group(self, caller: Caller, body: Body, now: int) -> list[Effect]:
+        group_id: str = body["group_id"]
+        consumer = self.consumer.groups.get(group_id)
+        if consumer is None:
+            return self._join_group(caller, body, now)
+        if consumer.members or self.consumer.busy(group_id):
+            # A classic member in a consumer group with members: not served yet.
+            member_id = body.get("member_id") or ""
+            error = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+            return [Respond(caller.token, join_error(error, member_id))]
+        # An empty consumer group becomes a classic one (Kafka's downgrade); its offsets stay.
+        # Its records' tombstones go first: a replay finds the classic group after them.
+        tombstones = self.consumer.tombstones(group_id)
+        self.consumer.drop(group_id)
+        downgrade = self._append(group_id, tombstones, lambda error, now, at: [])
+        return [downgrade, *self._join_group(caller, body, now)]
+
+    def _join_group(self, caller: Caller, body: Body, now: int) -> list[Effect]:
         group_id: str = body["group_id"]
         member_id: str = body.get("member_id") or ""
         instance_id: str | None = body.get("group_instance_id")
@@ -767,6 +815,115 @@ class GroupCoordinator:
             return effects + self._maybe_complete_join(group, now)
         return effects
 
+    # ---- the consumer protocol (KIP-848) ------------------------------------------------------
+
+    def _consumer_write(
+        self,
+        group_id: str,
+        records: list[ConsumerRecord],
+        on_done: Callable[[ErrorCode, int], list[Effect]],
+    ) -> Append:
+        return self._append(group_id, records, lambda error, now, at: on_done(error, now))
+
+    def consumer_group_heartbeat(self, caller: Caller, body: Body, now: int) -> list[Effect]:
+        """ConsumerGroupHeartbeat (consumer_group.py has the group's rules). An empty classic
+        group (offsets only, or no members left) becomes a consumer group, as in Kafka; one
+        with members answers GROUP_ID_NOT_FOUND."""
+        group_id: str = body.get("group_id") or ""
+
+        def fail(error: ErrorCode, message: str | None = None) -> list[Effect]:
+            return [Respond(caller.token, heartbeat_error(error, message))]
+
+        if not group_id:
+            return fail(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
+        error = self._ownership_error(group_id)
+        if error != ErrorCode.NONE:
+            return fail(error)
+        if self.consumer.busy(group_id):  # the next once the write before it has ended
+            later = lambda now: self.consumer_group_heartbeat(caller, body, now)  # noqa: E731
+            self.consumer.wait(group_id, caller.token, later)
+            return []
+        first: list[Record] = []
+        classic = self._groups.get(group_id)
+        if classic is not None:
+            if not classic.is_(GroupState.EMPTY) or self._writing(group_id):
+                return fail(
+                    ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group."
+                )
+            first.append((group_key(group_id), None))  # its offsets stay, now the new group's
+            del self._groups[group_id]
+
+        def restore() -> None:  # the write failed: the classic group is still what the log has
+            if classic is not None:
+                self._groups[group_id] = classic
+
+        def beat(group: ConsumerGroup) -> Body:
+            topics = self.consumer.topics
+            return group.heartbeat(body, caller.client_id, caller.client_host, topics, now)
+
+        def answer(answer: Body, error: ErrorCode) -> list[Effect]:
+            failure = append_error(error, offsets=False)
+            if failure != ErrorCode.NONE:
+                return [Respond(caller.token, heartbeat_error(failure))]
+            return [Respond(caller.token, answer)]
+
+        self._partitions[self.partition_for(group_id)].group_ids.add(group_id)
+        return self.consumer.change(group_id, beat, answer, now, first, restore)
+
+    def consumer_group_describe(self, caller: Caller, body: Body) -> list[Effect]:
+        """ConsumerGroupDescribe: a classic group, or none, is GROUP_ID_NOT_FOUND (clients then
+        ask DescribeGroups)."""
+        described = []
+        for group_id in body.get("group_ids") or []:
+            error = self._ownership_error(group_id)
+            if error != ErrorCode.NONE:
+                entry = self.consumer.describe("")  # the shape of an answer without a group
+                described.append(entry | {"group_id": group_id, "error_code": error,
+                                          "error_message": None})  # fmt: skip
+                continue
+            entry = self.consumer.describe(group_id)
+            if group_id in self._groups:
+                entry["error_message"] = f"Group {group_id} is not a consumer group."
+            described.append(entry)
+        return [Respond(caller.token, {"throttle_time_ms": 0, "groups": described})]
+
+    def _expire_consumer_members(self, now: int) -> list[Effect]:
+        """Members whose session ran out, or that kept partitions past their rebalance
+        timeout, leave their groups (written as any heartbeat's change is)."""
+        effects: list[Effect] = []
+        for group_id, group in list(self.consumer.groups.items()):
+            if self.consumer.busy(group_id) or not group.members:
+                continue
+            due = any(
+                now >= m.session_deadline_ms
+                or (m.revocation_deadline_ms is not None and now >= m.revocation_deadline_ms)
+                for m in group.members.values()
+            )
+            if not due:
+                continue
+
+            def expire(group: ConsumerGroup) -> list[tuple[str, str]]:
+                return group.expire(now, self.consumer.topics)
+
+            def removed(
+                gone: list[tuple[str, str]], error: ErrorCode, group_id: str = group_id
+            ) -> list[Effect]:
+                if error != ErrorCode.NONE:
+                    return []  # still there: the next tick tries again
+                epoch = self.consumer.groups[group_id].group_epoch
+                return [
+                    GroupEvent(
+                        "group_member_removed",
+                        group_id,
+                        f"member {member} of group {group_id} was removed: {why}",
+                        epoch,
+                    )
+                    for member, why in gone
+                ]
+
+            effects += self.consumer.change(group_id, expire, removed, now)
+        return effects
+
     # ---- time --------------------------------------------------------------------------------
 
     def tick(self, now: int) -> list[Effect]:
@@ -783,6 +940,7 @@ class GroupCoordinator:
                     effects += self._remove_member(group, member.member_id, now, why)
             if group.is_(GroupState.PREPARING_REBALANCE) and group.join_deadline_ms <= now:
                 effects += self._join_deadline(group, now)
+        effects += self._expire_consumer_members(now)
         for partition in self.owned_partitions():
             state = self._partitions[partition]
             if now >= state.next_expiry_check_ms:
@@ -806,6 +964,9 @@ class GroupCoordinator:
     def _expire_offsets(self, group_id: str, now: int) -> list[Effect]:
         """Kafka's cleanupGroupMetadata for one group: tombstones for its expired offsets, and
         for the group too when it is Empty and nothing else is left."""
+        consumer = self.consumer.groups.get(group_id)
+        if consumer is not None:
+            return self._expire_consumer_offsets(consumer, now)
         group = self._groups.get(group_id)
         start = self._retention_start(group) if group is not None else None
         # A write in flight is a commit or a delete deciding the same offsets: wait for it (as
@@ -855,6 +1016,51 @@ class GroupCoordinator:
 
         return [self._append(group_id, records, written, offset_keys=expired)]
 
+    def _expire_consumer_offsets(self, group: ConsumerGroup, now: int) -> list[Effect]:
+        """A consumer group's offsets expire from their commit unless a member subscribes to
+        their topic (Kafka's rule for these groups); an empty group left without offsets goes
+        too, with every record it has."""
+        group_id = group.group_id
+        if self._writing(group_id) or self.consumer.busy(group_id):
+            return []
+        committed = self.committed(group_id)
+        pending = self._offsets.pending_keys(group_id)
+        expired = [
+            key
+            for key, offset in sorted(committed.items())
+            if not group.is_subscribed_to(key[0])
+            and key not in pending
+            and self._expired(offset, offset.commit_timestamp, now)
+        ]
+        remove_group = (
+            len(expired) == len(committed)
+            and not pending
+            and group_id not in self._in_doubt
+            and not group.members
+        )
+        records: list[Record] = [(offset_key(group_id, *key), None) for key in expired]
+        if remove_group:
+            records += self.consumer.tombstones(group_id)
+        if not records:
+            return []
+
+        def written(error: ErrorCode, now: int, at: int) -> list[Effect]:
+            if error != ErrorCode.NONE:
+                return []  # they stay; the next check tries again
+            for key in expired:
+                self._offsets.remove(group_id, key)
+            if (
+                remove_group
+                and self.consumer.groups.get(group_id) is group
+                and not group.members
+                and group_id not in self._offsets.groups()
+                and not self._writing(group_id)
+            ):
+                self._forget(group_id)
+            return []
+
+        return [self._append(group_id, records, written, offset_keys=expired)]
+
     def _retention_start(self, group: Group) -> Callable[[CommittedOffset], int] | None:
         """From when an offset of this group counts its retention (KIP-211, Kafka's
         offsetExpirationCondition); None: the group's offsets do not expire now."""
@@ -890,20 +1096,20 @@ class GroupCoordinator:
         topics = body.get("topics") or []
         error = ErrorCode.INVALID_GROUP_ID if not group_id else self._ownership_error(group_id)
         if error == ErrorCode.NONE:
-            error = self._commit_check(body, now)
+            error = self._commit_check(body, now, caller.version)
         if error != ErrorCode.NONE:
             return [Respond(caller.token, commit_answer(topics, lambda t, p: error))]
         # OffsetCommit v2-v4 may set the offsets' own retention (-1: the broker's rules).
         errors, entries = self._offset_entries(topics, now, body.get("retention_time_ms", -1))
         if not entries:
             return [Respond(caller.token, commit_answer(topics, lambda t, p: errors[(t, p)]))]
-        if group_id not in self._groups:
+        if not self._exists(group_id):
             self._remember(Group(group_id, state_timestamp_ms=now))
         records = _offset_records(group_id, entries)
 
         def stored(error: ErrorCode, now: int, base_offset: int) -> list[Effect]:
             failure = append_error(error, offsets=True)
-            if failure == ErrorCode.NONE and group_id in self._groups:
+            if failure == ErrorCode.NONE and self._exists(group_id):
                 for key, offset in _positioned(entries, base_offset):
                     self._offsets.commit(group_id, key, offset)
             return [
@@ -940,14 +1146,20 @@ class GroupCoordinator:
                 entries.append((key, committed))
         return errors, entries
 
-    def _commit_check(self, body: Body, now: int) -> ErrorCode:
+    def _commit_check(self, body: Body, now: int, version: int) -> ErrorCode:
         """Kafka's rules for who may commit (GroupCoordinator.handleCommitOffsets)."""
         group = self._groups.get(body["group_id"])
         generation = body.get("generation_id_or_member_epoch", NO_GENERATION)
         member_id: str = body.get("member_id") or ""
+        consumer = self.consumer.groups.get(body["group_id"])
+        if consumer is not None:
+            return _consumer_commit_error(consumer, member_id, generation, version)
         if group is None:
-            # Only a member-less commit (assign() plus commit) may create a group.
-            return ErrorCode.NONE if generation < 0 else ErrorCode.ILLEGAL_GENERATION
+            # Only a member-less commit (assign() plus commit) may create a group. v9 says
+            # GROUP_ID_NOT_FOUND, which clients of either protocol understand.
+            if generation < 0:
+                return ErrorCode.NONE
+            return ErrorCode.GROUP_ID_NOT_FOUND if version >= 9 else ErrorCode.ILLEGAL_GENERATION
         if group.is_(GroupState.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if group.fenced_static_member(body.get("group_instance_id"), member_id):
@@ -975,16 +1187,31 @@ class GroupCoordinator:
             return [Respond(caller.token, {"throttle_time_ms": 0, **answer})]
         groups = [
             {"group_id": group["group_id"],
-             **self._group_offsets(group["group_id"], group.get("topics"), require_stable)}
+             **self._group_offsets(group["group_id"], group.get("topics"), require_stable,
+                                   group.get("member_id"), group.get("member_epoch", -1))}
             for group in body.get("groups") or []
         ]  # fmt: skip
         return [Respond(caller.token, {"throttle_time_ms": 0, "groups": groups})]
 
     def _group_offsets(
-        self, group_id: str, requested: list[Body] | None, require_stable: bool
+        self,
+        group_id: str,
+        requested: list[Body] | None,
+        require_stable: bool,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> Body:
-        """One group's part of an OffsetFetch answer: `topics` and `error_code`."""
+        """One group's part of an OffsetFetch answer: `topics` and `error_code`. A member of a
+        consumer group (v9) must be one, at its epoch; a tool (no member, epoch -1) need not."""
         error = self._ownership_error(group_id)
+        consumer = self.consumer.groups.get(group_id)
+        a_member = member_id is not None or member_epoch >= 0
+        if error == ErrorCode.NONE and consumer is not None and a_member:
+            member = consumer.members.get(member_id or "")
+            if member is None:
+                error = ErrorCode.UNKNOWN_MEMBER_ID
+            elif member.epoch != member_epoch:
+                error = ErrorCode.STALE_MEMBER_EPOCH
         committed = self._offsets.committed(group_id)  # pending offsets are not shown
         unstable = self._offsets.pending_keys(group_id) if require_stable else set()
         if requested is None:  # v2+: every partition with a committed offset
@@ -1023,7 +1250,10 @@ class GroupCoordinator:
         topics: list[Body] = body.get("topics") or []
         error = ErrorCode.INVALID_GROUP_ID if not group_id else self._ownership_error(group_id)
         group = self._groups.get(group_id) if error == ErrorCode.NONE else None
-        if error == ErrorCode.NONE and (group is None or group.is_(GroupState.DEAD)):
+        consumer = self.consumer.groups.get(group_id) if error == ErrorCode.NONE else None
+        if consumer is not None:
+            pass  # its members' subscriptions decide, partition by partition
+        elif error == ErrorCode.NONE and (group is None or group.is_(GroupState.DEAD)):
             error = ErrorCode.GROUP_ID_NOT_FOUND
         elif (
             group is not None
@@ -1031,14 +1261,15 @@ class GroupCoordinator:
             and not group.uses_consumer_protocol()
         ):
             error = ErrorCode.NON_EMPTY_GROUP
-        if error != ErrorCode.NONE or group is None:
+        subscribed_to = consumer or group
+        if error != ErrorCode.NONE or subscribed_to is None:
             return [Respond(caller.token, offset_delete_answer(error, []))]
         known = self._offset_keys(group_id)
         deleting: dict[Key, None] = {}  # in request order, each once
         answer_topics: list[Body] = []
         for topic in topics:
             name: str = topic["name"]
-            subscribed = group.is_subscribed_to(name)
+            subscribed = subscribed_to.is_subscribed_to(name)
             partitions = []
             for part in topic.get("partitions") or []:
                 index: int = part["partition_index"]
@@ -1103,7 +1334,13 @@ class GroupCoordinator:
         group_id: str = body["group_id"]
         topics = body.get("topics") or []
         error = ErrorCode.INVALID_GROUP_ID if not group_id else self._ownership_error(group_id)
-        if error == ErrorCode.NONE:
+        consumer = self.consumer.groups.get(group_id)
+        if error == ErrorCode.NONE and consumer is not None:
+            member_id = body.get("member_id") or ""
+            error = _consumer_commit_error(
+                consumer, member_id, body.get("generation_id", NO_GENERATION), None
+            )
+        elif error == ErrorCode.NONE:
             error = txn_commit_error(
                 self._groups.get(group_id),
                 body.get("generation_id", NO_GENERATION),
@@ -1117,7 +1354,7 @@ class GroupCoordinator:
         errors, entries = self._offset_entries(topics, now)
         if not entries:
             return [Respond(caller.token, commit_answer(topics, lambda t, p: errors[(t, p)]))]
-        if group_id not in self._groups:
+        if not self._exists(group_id):
             self._remember(Group(group_id, state_timestamp_ms=now))
         producer_id: int = body["producer_id"]
         producer = (producer_id, body["producer_epoch"])
@@ -1125,7 +1362,7 @@ class GroupCoordinator:
         def written(error: ErrorCode, now: int, base_offset: int) -> list[Effect]:
             write = self._txn_writes.pop(append.append_id, None)
             failure = append_error(error, offsets=True)
-            if failure == ErrorCode.NONE and write is not None and group_id in self._groups:
+            if failure == ErrorCode.NONE and write is not None and self._exists(group_id):
                 for key, offset in _positioned(entries, base_offset):
                     if write.outcome is None:
                         self._offsets.add_pending(producer_id, group_id, key, offset)
@@ -1208,15 +1445,30 @@ class GroupCoordinator:
     def list_groups(self, caller: Caller, body: Body) -> list[Effect]:
         loading = any(not state.loaded for state in self._partitions.values())
         wanted = {state.lower() for state in body.get("states_filter") or []}
-        groups = [
+        types = {kind.strip().lower() for kind in body.get("types_filter") or []}
+        listed = [
             {
                 "group_id": group.group_id,
                 "protocol_type": group.protocol_type or "",
                 "group_state": group.state.value,
                 "group_type": "classic",
             }
-            for group in sorted(self._groups.values(), key=lambda g: g.group_id)
-            if not wanted or group.state.value.lower() in wanted
+            for group in self._groups.values()
+        ]
+        listed += [
+            {
+                "group_id": group.group_id,
+                "protocol_type": "consumer",
+                "group_state": group.state.value,
+                "group_type": "consumer",
+            }
+            for group in self.consumer.groups.values()
+        ]
+        groups = [
+            entry
+            for entry in sorted(listed, key=lambda entry: entry["group_id"])
+            if (not wanted or entry["group_state"].lower() in wanted)
+            and (not types or entry["group_type"] in types)
         ]
         error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else ErrorCode.NONE
         answer = {"throttle_time_ms": 0, "error_code": error, "groups": groups}
@@ -1240,11 +1492,15 @@ class GroupCoordinator:
         for group_id in names:
             error = self._ownership_error(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
             group = self._groups.get(group_id) if error == ErrorCode.NONE else None
-            if error == ErrorCode.NONE and (group is None or group.is_(GroupState.DEAD)):
+            consumer = self.consumer.groups.get(group_id) if error == ErrorCode.NONE else None
+            if consumer is not None:
+                if consumer.members or self.consumer.busy(group_id):
+                    error = ErrorCode.NON_EMPTY_GROUP
+            elif error == ErrorCode.NONE and (group is None or group.is_(GroupState.DEAD)):
                 error = ErrorCode.GROUP_ID_NOT_FOUND
             elif group is not None and not group.is_(GroupState.EMPTY):
                 error = ErrorCode.NON_EMPTY_GROUP
-            if error != ErrorCode.NONE or group is None:
+            if error != ErrorCode.NONE or (group is None and consumer is None):
                 results[group_id] = error
                 continue
             # Pending transactional offsets do not keep a group from being deleted (Kafka): they
@@ -1256,7 +1512,9 @@ class GroupCoordinator:
             }
             unwritten |= self._in_doubt.get(group_id, set())
             keys += sorted(unwritten - set(keys))
-            tombstones: list[Record] = [(group_key(group_id), None)]
+            tombstones: list[Record] = (
+                self.consumer.tombstones(group_id) if consumer else [(group_key(group_id), None)]
+            )
             tombstones += [(offset_key(group_id, *key), None) for key in keys]
             waiting.add(group_id)
 
@@ -1284,6 +1542,7 @@ class GroupCoordinator:
         return effects
 
     def _forget(self, group_id: str) -> None:
+        self.consumer.drop(group_id)
         group = self._groups.pop(group_id, None)
         if group is not None:
             group.state = GroupState.DEAD
@@ -1345,3 +1604,21 @@ def _positioned(
         (key, StoredOffset(committed, base_offset + index if base_offset >= 0 else -1))
         for index, (key, committed) in enumerate(entries)
     ]
+
+
+def _consumer_commit_error(
+    group: ConsumerGroup, member_id: str, epoch: int, version: int | None
+) -> ErrorCode:
+    """Kafka's rules for an OffsetCommit (`version`) or a TxnOffsetCommit (None) to a consumer
+    group: without a member only while the group is empty; else by a member at its epoch."""
+    if epoch < 0 and not group.members:
+        return ErrorCode.NONE
+    member = group.members.get(member_id)
+    if member is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if version is not None and version < 9:
+        return ErrorCode.UNSUPPORTED_VERSION  # its members commit with v9+
+    if epoch != member.epoch:
+        # A transaction's commit says ILLEGAL_GENERATION, what producers understand.
+        return ErrorCode.STALE_MEMBER_EPOCH if version is not None else ErrorCode.ILLEGAL_GENERATION
+    return ErrorCode.NONE

@@ -23,6 +23,13 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from rlog.core.groups.consumer_records import (
+    CONSUMER_KEY_VERSIONS,
+    ConsumerKey,
+    CorruptConsumerRecordError,
+    parse_consumer_key,
+)
+
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
 OFFSET_VALUE_VERSION = 3
@@ -247,13 +254,18 @@ class _Reader:
         return b"" if length == -1 else self._chunk(length)
 
 
-def parse_key(data: bytes) -> OffsetKey | GroupKey:
+def parse_key(data: bytes) -> OffsetKey | GroupKey | ConsumerKey:
     reader = _Reader(data)
     version = reader.i16()
     if version in (0, 1):
         return OffsetKey(reader.required_string(), reader.required_string(), reader.i32())
     if version == GROUP_KEY_VERSION:
         return GroupKey(reader.required_string())
+    if version in CONSUMER_KEY_VERSIONS:  # a consumer-protocol group's (consumer_records.py)
+        try:
+            return parse_consumer_key(version, data)
+        except CorruptConsumerRecordError as error:
+            raise CorruptGroupRecordError(str(error)) from None
     raise CorruptGroupRecordError(f"unknown __consumer_offsets key version {version}")
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from rlog.core.groups.consumer_records import ConsumerGroupLog, CorruptConsumerRecordError
 from rlog.core.groups.group import Group, GroupState
 from rlog.core.groups.records import (
     CommittedOffset,
@@ -173,6 +174,10 @@ class Replayed:
     # Groups an offset record named since their last group tombstone: Kafka creates a group
     # without members for offsets committed (or pending, or aborted) outside a membership.
     named: set[str] = field(default_factory=set)
+    consumer: ConsumerGroupLog = field(default_factory=ConsumerGroupLog)  # KIP-848 groups
+    # Groups whose last record before any tombstone was a classic group's (key 2): a group
+    # that went back to the classic protocol.
+    classic_last: set[str] = field(default_factory=set)
     corrupt_records: int = 0
 
     @property
@@ -209,7 +214,12 @@ def replay(items: Iterable[Loaded]) -> Replayed:
                     replayed.named.discard(key.group)
                 else:
                     replayed.metadata[key.group] = parse_group_value(loaded.value)
-        except CorruptGroupRecordError:
+                    replayed.classic_last.add(key.group)
+            else:
+                replayed.consumer.apply(key, loaded.value)
+                if loaded.value is not None:
+                    replayed.classic_last.discard(key.group)
+        except (CorruptGroupRecordError, CorruptConsumerRecordError):
             replayed.corrupt_records += 1
     return replayed
 

@@ -57,6 +57,8 @@ class ApiKey(IntEnum):
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
     ALLOCATE_PRODUCER_IDS = 67
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
     DESCRIBE_TOPIC_PARTITIONS = 75
 
     @property
@@ -110,9 +112,12 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.LEAVE_GROUP: (0, 3),
     ApiKey.SYNC_GROUP: (0, 3),
     ApiKey.DESCRIBE_GROUPS: (0, 4),
-    ApiKey.LIST_GROUPS: (0, 4),  # v3+ flexible; v4 filters by and shows the group state
+    ApiKey.LIST_GROUPS: (0, 5),  # v3+ flexible; v4 filters by state, v5 by type
     ApiKey.DELETE_GROUPS: (0, 1),
     ApiKey.OFFSET_DELETE: (0, 0),
+    # The consumer group protocol (KIP-848); v1 adds regex subscriptions, refused for now.
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
 }
 
 # Versions the controller serves: brokers register, heartbeat, fetch the metadata log

@@ -196,6 +196,15 @@ BROKER_CONFIGS: dict[str, ConfigSpec] = {
     "group.min.session.timeout.ms": ConfigSpec(INT, "The shortest session a member may ask for."),
     "group.max.session.timeout.ms": ConfigSpec(INT, "The longest session a member may ask for."),
     "group.max.size": ConfigSpec(INT, "The most members a group may have."),
+    "group.consumer.session.timeout.ms": ConfigSpec(
+        INT, "How long a consumer-protocol member may go without a heartbeat."
+    ),
+    "group.consumer.heartbeat.interval.ms": ConfigSpec(
+        INT, "How often consumer-protocol members heartbeat."
+    ),
+    "group.consumer.max.size": ConfigSpec(
+        INT, "The most members a consumer-protocol group may have."
+    ),
     "offsets.retention.minutes": ConfigSpec(INT, "How long an empty group's offsets are kept."),
     "offsets.retention.check.interval.ms": ConfigSpec(
         LONG, "How often expired group offsets are looked for."

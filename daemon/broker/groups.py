@@ -44,6 +44,9 @@ def group_config(settings: BrokerSettings) -> GroupConfig:
         offset_metadata_max_bytes=settings.offset_metadata_max_bytes,
         offsets_retention_ms=settings.offsets_retention_minutes * 60_000,
         offsets_retention_check_interval_ms=settings.offsets_retention_check_interval_ms,
+        consumer_session_timeout_ms=settings.group_consumer_session_timeout_ms,
+        consumer_heartbeat_interval_ms=settings.group_consumer_heartbeat_interval_ms,
+        consumer_max_size=settings.group_consumer_max_size,
     )
 
 

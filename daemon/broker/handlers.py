@@ -118,6 +118,8 @@ class Handlers:
             ApiKey.LIST_GROUPS: self._served_by_core,
             ApiKey.DELETE_GROUPS: self._served_by_core,
             ApiKey.OFFSET_DELETE: self._served_by_core,
+            ApiKey.CONSUMER_GROUP_HEARTBEAT: self._served_by_core,
+            ApiKey.CONSUMER_GROUP_DESCRIBE: self._served_by_core,
         }
         missing = set(SUPPORTED) - set(self.table)
         assert not missing, f"advertised APIs without a handler: {missing}"

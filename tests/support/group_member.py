@@ -61,19 +61,25 @@ def run_confluent(member: Member) -> None:
     from confluent_kafka import Consumer
 
     args = member.args
-    consumer = Consumer(
-        {
-            "bootstrap.servers": args.bootstrap,
-            "group.id": args.group,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": args.commit == "auto",
-            "auto.commit.interval.ms": 100,
-            "session.timeout.ms": args.session_timeout_ms,
-            "heartbeat.interval.ms": max(100, args.session_timeout_ms // 6),
-            **({"group.instance.id": args.instance_id} if args.instance_id else {}),
-            **({"partition.assignment.strategy": args.assignor} if args.assignor else {}),
-        }
-    )
+    config = {
+        "bootstrap.servers": args.bootstrap,
+        "group.id": args.group,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": args.commit == "auto",
+        "auto.commit.interval.ms": 100,
+        **({"group.instance.id": args.instance_id} if args.instance_id else {}),
+    }
+    if args.protocol == "consumer":
+        # KIP-848: the broker times the session and assigns (group.remote.assignor).
+        config["group.protocol"] = "consumer"
+        if args.assignor:
+            config["group.remote.assignor"] = args.assignor
+    else:
+        config["session.timeout.ms"] = args.session_timeout_ms
+        config["heartbeat.interval.ms"] = max(100, args.session_timeout_ms // 6)
+        if args.assignor:
+            config["partition.assignment.strategy"] = args.assignor
+    consumer = Consumer(config)
     consumer.subscribe([args.topic])
     try:
         while not member.stopping:
@@ -167,6 +173,7 @@ def main() -> None:
     parser.add_argument("--session-timeout-ms", type=int, default=3000)
     parser.add_argument("--instance-id")
     parser.add_argument("--assignor", help="range, roundrobin or cooperative-sticky")
+    parser.add_argument("--protocol", choices=["classic", "consumer"], default="classic")
     args = parser.parse_args()
     member = Member(args)
     signal.signal(signal.SIGTERM, member.stop)

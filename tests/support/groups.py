@@ -43,13 +43,14 @@ class MemberProcess:
         session_timeout_ms: int = 3000,
         instance_id: str | None = None,
         assignor: str | None = None,
+        protocol: str = "classic",
     ) -> None:
         self.name = name
         self.output = directory / f"{name}.jsonl"
         command = [
             sys.executable, str(MEMBER_SCRIPT), "--client", client, "--bootstrap", bootstrap,
             "--group", group, "--topic", topic, "--commit", commit,
-            "--session-timeout-ms", str(session_timeout_ms),
+            "--session-timeout-ms", str(session_timeout_ms), "--protocol", protocol,
         ]  # fmt: skip
         if slow_value is not None:
             command += ["--slow-value", slow_value]

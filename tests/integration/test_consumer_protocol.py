@@ -1,0 +1,164 @@
+"""The consumer group protocol (KIP-848, `group.protocol=consumer`) with librdkafka members as
+processes a test can kill: the broker assigns, times sessions, fences stale commits, and a new
+coordinator carries the group on from `__consumer_offsets`.
+
+3 brokers, RF=3, `__consumer_offsets` with 4 partitions; members heartbeat every 500 ms and
+leave after 6 s without one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import AdminClient, ConsumerGroupDescription, NewTopic
+
+from support.cluster import Cluster
+from support.groups import GROUP_CONFIG, MemberProcess, split_evenly, wait_until
+from support.replication import every_broker
+
+PARTITIONS = 6
+RECORDS = 600
+CONFIG = (
+    GROUP_CONFIG
+    + """"group.consumer.session.timeout.ms" = 6000
+"group.consumer.heartbeat.interval.ms" = 500
+"""
+)
+
+
+@pytest.fixture
+def cluster3(cluster_factory) -> Cluster:
+    return cluster_factory(brokers=3, config_text=CONFIG)
+
+
+@pytest.fixture
+def members() -> Iterator[list[MemberProcess]]:
+    started: list[MemberProcess] = []
+    yield started
+    for member in started:
+        member.kill()
+
+
+def make_topic(cluster: Cluster, name: str) -> None:
+    admin = AdminClient({"bootstrap.servers": every_broker(cluster)})
+    admin.create_topics([NewTopic(name, PARTITIONS, 3)])[name].result(timeout=30)
+
+    def known() -> bool:
+        topic = admin.list_topics(name, timeout=10).topics.get(name)
+        return topic is not None and len(topic.partitions) == PARTITIONS
+
+    wait_until(f"{name} in the metadata", known)
+
+
+def produce(cluster: Cluster, topic: str, values: range) -> None:
+    producer = Producer({"bootstrap.servers": every_broker(cluster), "acks": "all"})
+    for i in values:
+        producer.produce(topic, value=b"%d" % i, partition=i % PARTITIONS)
+    assert producer.flush(30) == 0
+
+
+def start(
+    tmp_path: Path, cluster: Cluster, members: list[MemberProcess], name: str, group: str
+) -> MemberProcess:
+    member = MemberProcess(
+        tmp_path, name, client="confluent", bootstrap=every_broker(cluster), group=group,
+        topic="orders", protocol="consumer",
+    )  # fmt: skip
+    members.append(member)
+    return member
+
+
+def describe(cluster: Cluster, group: str) -> ConsumerGroupDescription:
+    admin = AdminClient({"bootstrap.servers": every_broker(cluster)})
+    return admin.describe_consumer_groups([group], request_timeout=10)[group].result(15)
+
+
+def values_seen(members: list[MemberProcess]) -> list[int]:
+    return sorted(int(r["value"]) for m in members for r in m.records())
+
+
+def test_members_split_the_partitions_and_read_each_record_once(
+    cluster3: Cluster, members: list[MemberProcess], tmp_path: Path
+) -> None:
+    make_topic(cluster3, "orders")
+    produce(cluster3, "orders", range(RECORDS))
+    first = start(tmp_path, cluster3, members, "first", "billing")
+    second = start(tmp_path, cluster3, members, "second", "billing")
+    wait_until(
+        "the partitions split between the two members",
+        lambda: split_evenly(members, PARTITIONS),
+        members=members,
+    )
+    wait_until("every record read", lambda: len(values_seen(members)) >= RECORDS, members=members)
+    assert values_seen(members) == list(range(RECORDS)), "each record once, none lost"
+    described = describe(cluster3, "billing")
+    assert str(described.type) == "ConsumerGroupType.CONSUMER"
+    assert {m.assignment.topic_partitions[0].topic for m in described.members} == {"orders"}
+    # The second member leaves (SIGTERM: its client sends epoch -1); the first gets all, and
+    # reads what comes next from the second's commits on.
+    second.stop()
+    wait_until(
+        "the first member alone with every partition",
+        lambda: sorted(first.assignment or []) == list(range(PARTITIONS)),
+        members=members,
+    )
+    produce(cluster3, "orders", range(RECORDS, RECORDS + 60))
+    wait_until(
+        "the new records read",
+        lambda: len(values_seen(members)) >= RECORDS + 60,
+        members=members,
+    )
+    assert values_seen(members) == list(range(RECORDS + 60))
+
+
+def test_a_killed_member_leaves_after_its_session(
+    cluster3: Cluster, members: list[MemberProcess], tmp_path: Path
+) -> None:
+    make_topic(cluster3, "orders")
+    first = start(tmp_path, cluster3, members, "first", "audit")
+    second = start(tmp_path, cluster3, members, "second", "audit")
+    wait_until("the split", lambda: split_evenly(members, PARTITIONS), members=members)
+    second.kill()  # no goodbye: the broker notices the missing heartbeats
+    wait_until(
+        "the survivor owning every partition",
+        lambda: sorted(first.assignment or []) == list(range(PARTITIONS)),
+        timeout_s=30,
+        members=members,
+    )
+    assert len(describe(cluster3, "audit").members) == 1
+
+
+def test_a_new_coordinator_keeps_the_group_and_its_members(
+    cluster3: Cluster, members: list[MemberProcess], tmp_path: Path
+) -> None:
+    make_topic(cluster3, "orders")
+    produce(cluster3, "orders", range(RECORDS))
+    start(tmp_path, cluster3, members, "first", "ledger")
+    start(tmp_path, cluster3, members, "second", "ledger")
+    wait_until("the split", lambda: split_evenly(members, PARTITIONS), members=members)
+    wait_until("every record read", lambda: len(values_seen(members)) >= RECORDS, members=members)
+    before = describe(cluster3, "ledger")
+    ids = {m.member_id for m in before.members}
+    cluster3.chaos("kill", f"broker-{before.coordinator.id}")
+
+    def moved() -> bool:
+        try:
+            return describe(cluster3, "ledger").coordinator.id != before.coordinator.id
+        except (KafkaException, TimeoutError):  # the coordinator is moving
+            return False
+
+    wait_until("another coordinator", moved, timeout_s=60, members=members)
+    after = describe(cluster3, "ledger")
+    assert {m.member_id for m in after.members} == ids, "the same members, not rejoined"
+    produce(cluster3, "orders", range(RECORDS, RECORDS + 60))
+    wait_until(
+        "records after the failover read",
+        lambda: len(values_seen(members)) >= RECORDS + 60,
+        timeout_s=60,
+        members=members,
+    )
+    assert set(values_seen(members)) == set(range(RECORDS + 60)), "nothing lost"
+    assert split_evenly(members, PARTITIONS), "each member still holds its share"

@@ -224,7 +224,7 @@ class ConsumerGroups:
                     "client_id": member.client_id,
                     "client_host": member.client_host,
                     "subscribed_topic_names": sorted(member.subscribed),
-                    "subscribed_topic_regex": None,
+                    "subscribed_topic_regex": member.regex,
                     "assignment": {"topic_partitions": self._described(member.reconciled.assigned)},
                     "target_assignment": {
                         "topic_partitions": self._described(group.target.get(member.member_id, {}))

@@ -17,6 +17,7 @@ failover (records in __consumer_offsets) is not here.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -75,6 +76,24 @@ class TopicIds:
     def name_of(self, topic_id: uuid.UUID) -> str | None:
         return self.names.get(topic_id)
 
+    @cached_property
+    def _matched(self) -> dict[str, frozenset[str]]:
+        return {}  # by regex: each heartbeat asks again for every member's
+
+    def matching(self, regex: str) -> frozenset[str]:
+        """The topics a subscription's regex matches whole (as Java's Pattern.matches);
+        internal topics (`__...`) never match."""
+        found = self._matched.get(regex)
+        if found is None:
+            pattern = re.compile(regex)
+            found = frozenset(
+                name
+                for name in self.by_name
+                if not name.startswith("__") and pattern.fullmatch(name)
+            )
+            self._matched[regex] = found
+        return found
+
     def partition_counts(self, names: frozenset[str]) -> dict[str, int]:
         return {n: self.by_name[n][1] for n in sorted(names) if n in self.by_name}
 
@@ -90,6 +109,8 @@ class ConsumerMember:
     rack_id: str | None = None
     server_assignor: str | None = None
     reconciled: MemberAssignment = field(default_factory=MemberAssignment)
+    regex: str | None = None  # topics matching it are subscribed too
+    matched: frozenset[str] = frozenset()  # the topics `regex` matched at the last heartbeat
     session_deadline_ms: int = 0
     revocation_deadline_ms: int | None = None  # while it must give partitions up
 
@@ -108,7 +129,13 @@ class ConsumerMember:
             self.subscribed,
             self.rebalance_timeout_ms,
             self.server_assignor,
+            self.regex,
         )
+
+    @property
+    def topics(self) -> frozenset[str]:
+        """Every topic it subscribes to: by name, and by its regex."""
+        return self.subscribed | self.matched
 
 
 class HeartbeatError(Exception):
@@ -154,8 +181,10 @@ class ConsumerGroup:
                 meta.instance_id,
                 meta.rack_id,
                 meta.server_assignor,
+                regex=meta.regex,
                 session_deadline_ms=now_ms + settings.session_timeout_ms,
             )
+            member.matched = _matching(member.regex, topics)
             body = loaded.current.get(member_id)
             if body is not None:
                 member.reconciled = current_assignment(body, topics.names)
@@ -168,7 +197,7 @@ class ConsumerGroup:
     # ---- what others ask ----
 
     def is_subscribed_to(self, topic: str) -> bool:
-        return any(topic in member.subscribed for member in self.members.values())
+        return any(topic in member.topics for member in self.members.values())
 
     @property
     def partition_counts(self) -> dict[str, int]:
@@ -238,6 +267,12 @@ class ConsumerGroup:
         subscription_changed = self._update(member, body, client_id, client_host)
         if epoch == JOIN_EPOCH:
             subscription_changed = True
+        # Topics made or deleted since change what regexes match, for every member.
+        for each in self.members.values():
+            matched = _matching(each.regex, topics)
+            if matched != each.matched:
+                each.matched = matched
+                subscription_changed = True
         counts = topics.partition_counts(self._subscribed_topics())
         if subscription_changed or counts != self._partition_counts:
             self._partition_counts = counts
@@ -334,6 +369,10 @@ class ConsumerGroup:
         if names is not None and frozenset(names) != member.subscribed:
             member.subscribed = frozenset(names)
             changed = True
+        regex = body.get("subscribed_topic_regex")
+        if regex is not None and (regex or None) != member.regex:
+            member.regex = regex or None  # "" (librdkafka's when it subscribes by name): none
+            changed = True
         assignor = body.get("server_assignor")
         if assignor is not None and assignor != member.server_assignor:
             member.server_assignor = assignor
@@ -376,11 +415,11 @@ class ConsumerGroup:
             self.assignment_epoch = self.group_epoch
 
     def _subscribed_topics(self) -> frozenset[str]:
-        return frozenset().union(*(m.subscribed for m in self.members.values()))
+        return frozenset().union(*(m.topics for m in self.members.values()))
 
     def _new_target(self) -> None:
         specs = [
-            MemberSpec(m.member_id, m.subscribed, self.target.get(m.member_id, {}), m.instance_id)
+            MemberSpec(m.member_id, m.topics, self.target.get(m.member_id, {}), m.instance_id)
             for m in self.members.values()
         ]
         self.target = assign(self.assignor(), specs, self._partition_counts)
@@ -433,8 +472,14 @@ def _check_request(body: Body) -> None:
     for key, name in (("instance_id", "InstanceId"), ("rack_id", "RackId")):
         if body.get(key) == "":
             raise invalid(f"{name} can't be empty.")
-    if body.get("subscribed_topic_regex"):  # librdkafka sends "" when it subscribes by name
-        raise invalid("SubscribedTopicRegex is not supported yet.")
+    regex = body.get("subscribed_topic_regex")
+    if regex:  # librdkafka sends "" when it subscribes by name
+        try:
+            re.compile(regex)
+        except re.error as error:
+            raise HeartbeatError(
+                ErrorCode.INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex {regex!r}: {error}"
+            ) from None
     epoch = body.get("member_epoch")
     if epoch is None or epoch < STATIC_LEAVE_EPOCH:
         raise invalid("MemberEpoch is invalid.")
@@ -446,8 +491,10 @@ def _check_request(body: Body) -> None:
             raise invalid("RebalanceTimeoutMs must be provided in first request.")
         if body.get("topic_partitions") != []:
             raise invalid("TopicPartitions must be empty when (re-)joining.")
-        if not body.get("subscribed_topic_names"):
-            raise invalid("SubscribedTopicNames must be set in first request.")
+        if not body.get("subscribed_topic_names") and not regex:
+            raise invalid(
+                "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
+            )
     elif epoch == STATIC_LEAVE_EPOCH:
         if not body.get("member_id"):
             raise invalid("MemberId can't be empty.")
@@ -472,6 +519,10 @@ def _owned(wire: list[Body] | None, topics: TopicIds) -> dict[str, frozenset[int
         if name is not None and entry["partitions"]:
             owned[name] = owned.get(name, frozenset()) | frozenset(entry["partitions"])
     return owned
+
+
+def _matching(regex: str | None, topics: TopicIds) -> frozenset[str]:
+    return frozenset() if regex is None else topics.matching(regex)
 
 
 def _subset(owned: Partitions, assigned: Partitions) -> bool:

@@ -82,6 +82,7 @@ class MemberMetadata:
     subscribed: frozenset[str]
     rebalance_timeout_ms: int
     server_assignor: str | None
+    regex: str | None = None  # SubscribedTopicRegex
 
 
 # ---- writing --------------------------------------------------------------------------------
@@ -131,7 +132,7 @@ def member_record(group: str, member_id: str, metadata: MemberMetadata) -> Recor
         "client_id": metadata.client_id,
         "client_host": metadata.client_host,
         "subscribed_topic_names": sorted(metadata.subscribed),
-        "subscribed_topic_regex": None,
+        "subscribed_topic_regex": metadata.regex,
         "rebalance_timeout_ms": metadata.rebalance_timeout_ms,
         "server_assignor": metadata.server_assignor,
         "classic_member_metadata": None,
@@ -246,6 +247,7 @@ class ConsumerGroupLog:
                 frozenset(body["subscribed_topic_names"]),
                 body["rebalance_timeout_ms"],
                 body["server_assignor"],
+                body["subscribed_topic_regex"],
             )
         elif key.version == TARGET_MEMBER_KEY:
             group.targets[key.member_id] = _by_id(body["topic_partitions"])

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription, NewTopic
 
 from support.cluster import Cluster
@@ -162,3 +162,34 @@ def test_a_new_coordinator_keeps_the_group_and_its_members(
     )
     assert set(values_seen(members)) == set(range(RECORDS + 60)), "nothing lost"
     assert split_evenly(members, PARTITIONS), "each member still holds its share"
+
+
+def test_a_regex_subscription_takes_topics_made_later(cluster3: Cluster) -> None:
+    """The broker resolves the regex (KIP-848): a topic made after the member joined is
+    assigned to it without the client asking for metadata of it first."""
+    make_topic(cluster3, "orders-eu")
+    produce(cluster3, "orders-eu", range(10))
+    consumer = Consumer(
+        {"bootstrap.servers": every_broker(cluster3), "group.id": "regional",
+         "group.protocol": "consumer", "auto.offset.reset": "earliest"}
+    )  # fmt: skip
+    seen: dict[str, set[int]] = {}
+
+    def poll_for(topic: str, count: int) -> bool:
+        message = consumer.poll(0.2)
+        if message is not None and message.error() is None:
+            seen.setdefault(message.topic(), set()).add(int(message.value()))
+        return len(seen.get(topic, ())) >= count
+
+    try:
+        consumer.subscribe(["^orders-.*"])
+        wait_until("orders-eu read", lambda: poll_for("orders-eu", 10))
+        make_topic(cluster3, "orders-us")
+        make_topic(cluster3, "refunds-us")
+        produce(cluster3, "orders-us", range(10))
+        produce(cluster3, "refunds-us", range(10))
+        wait_until("orders-us read", lambda: poll_for("orders-us", 10), timeout_s=60)
+        assert "refunds-us" not in seen
+        assert {tp.topic for tp in consumer.assignment()} == {"orders-eu", "orders-us"}
+    finally:
+        consumer.close()

@@ -98,7 +98,10 @@ def test_requests_are_checked_as_kafka_checks_them() -> None:
         (join(group, "a", group_id=""), "GroupId can't be empty."),
         (join(group, "a", rebalance_timeout_ms=-1), "RebalanceTimeoutMs must be provided"),
         (join(group, "a", topic_partitions=None), "TopicPartitions must be empty"),
-        (join(group, "a", subscribed_topic_names=[]), "SubscribedTopicNames must be set"),
+        (
+            join(group, "a", subscribed_topic_names=[]),
+            "SubscribedTopicNames or SubscribedTopicRegex",
+        ),
         (join(group, "a", instance_id=""), "InstanceId can't be empty."),
         (beat(group, "", 3, None), "MemberId can't be empty."),
         (beat(group, "a", -3, None), "MemberEpoch is invalid."),
@@ -247,3 +250,30 @@ def test_members_that_obey_never_own_a_partition_together_and_settle(data: st.Da
                   for t in subscribed for p in range(5 if t == "orders" else 3)}  # fmt: skip
         pairs = {(t, p) for parts in owned.values() for t, ps in parts.items() for p in ps}
         assert pairs == wanted
+
+
+def test_a_regex_subscribes_to_every_matching_topic_made_before_or_after() -> None:
+    group = ConsumerGroup("g", SETTINGS)
+    internal = uuid.UUID(int=9)
+    ids = TopicIds({"orders": (ORDERS, 2), "refunds": (REFUNDS, 2), "__orders": (internal, 1)})
+    answer = join(group, "a", ids=ids, subscribed_topic_names=None, subscribed_topic_regex="or.*")
+    assert assigned(answer) == {ORDERS: [0, 1]}, "matched whole; internal topics never"
+    assert group.is_subscribed_to("orders") and not group.is_subscribed_to("refunds")
+    epoch = answer["member_epoch"]
+    later = uuid.UUID(int=3)
+    grown = TopicIds({**ids.by_name, "orders-eu": (later, 1)})
+    answer = beat(group, "a", epoch, {ORDERS: [0, 1]}, ids=grown)
+    assert answer["member_epoch"] > epoch, "a new matching topic moves the group epoch"
+    assert assigned(answer) == {ORDERS: [0, 1], later: [0]}
+    # librdkafka sends "" when it subscribes by name: no regex.
+    answer = beat(group, "a", answer["member_epoch"], None, ids=grown,
+                  subscribed_topic_names=["refunds"], subscribed_topic_regex="")  # fmt: skip
+    assert assigned(answer) == {}, "what it had is revoked first"
+    answer = beat(group, "a", answer["member_epoch"], {}, ids=grown)
+    assert assigned(answer) == {REFUNDS: [0, 1]}
+
+
+def test_a_regex_that_does_not_compile_is_refused() -> None:
+    answer = join(ConsumerGroup("g", SETTINGS), "a", subscribed_topic_regex="orders[")
+    assert answer["error_code"] == ErrorCode.INVALID_REGULAR_EXPRESSION
+    assert "orders[" in answer["error_message"]

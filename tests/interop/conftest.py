@@ -14,12 +14,15 @@ from support.kafka_tools import KafkaTools, fetch
 from support.replication import CONFIG
 
 # As a production cluster is set up (three replicas, acks=all needs two of them), with failure
-# detection fast enough for tests that kill a broker.
+# detection fast enough for tests that kill a broker, and consumer-protocol (KIP-848) members
+# that heartbeat every 500 ms, so an assignment change reaches them within a second.
 CLUSTER_CONFIG = (
     CONFIG
     + """\
 "offsets.topic.replication.factor" = 3
 "transaction.state.log.replication.factor" = 3
+"group.consumer.heartbeat.interval.ms" = 500
+"group.consumer.session.timeout.ms" = 6000
 """
 )
 

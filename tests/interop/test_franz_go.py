@@ -1,13 +1,20 @@
 """franz-go (kgo and kadm, from the Go module proxy), through the Go program in
 tests/interop/franz/, against a 3-broker rlog cluster: the idempotent acks=all producer, a
-group consumer committing by hand, and kadm's topic, config, offset and group administration."""
+group consumer committing by hand under the classic protocol and under the consumer protocol
+(KIP-848, kgo's ServerSideBalancer), and kadm's topic, config, offset and group
+administration."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
 import time
 import uuid
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -273,3 +280,139 @@ def test_admin_offsets_delete_records_and_groups(franz: FranzGo):
     assert committed_offsets(franz, group, topic) == {}
     gone = franz.one("delete-group", "-group", group)
     assert gone == {"group": group, "error": "GROUP_ID_NOT_FOUND"}
+
+
+class Member:
+    """`franz member`: a group member under the consumer protocol that reads until its stdin
+    closes, printing its assignment's changes, its records and its commits (main.go)."""
+
+    def __init__(self, franz: FranzGo, directory: Path, name: str, *args: str) -> None:
+        self.name = name
+        self.output = directory / f"{name}.jsonl"
+        self.errors = directory / f"{name}.err"
+        command = franz.command("member", *args, timeout_s=120)
+        with open(self.output, "wb") as out, open(self.errors, "wb") as err:
+            self.process = subprocess.Popen(
+                command, stdin=subprocess.PIPE, stdout=out, stderr=err, start_new_session=True
+            )
+
+    def events(self, kind: str) -> list[dict[str, Any]]:
+        found = []
+        for line in self.output.read_text().splitlines():
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # the line being written
+            if event["event"] == kind:
+                found.append(event)
+        return found
+
+    def owned(self) -> list[int]:
+        assigned = self.events("assigned")
+        return assigned[-1]["partitions"] if assigned else []
+
+    def keys(self) -> list[str]:
+        return [record["key"] for record in self.events("consumed")]
+
+    def alive(self) -> bool:
+        assert self.process.poll() is None, (
+            f"{self.name} exited {self.process.returncode}: {self.errors.read_text()[-2000:]}"
+        )
+        return True
+
+    def leave(self) -> None:
+        """Close its stdin: it stops reading, leaves the group and exits 0."""
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        assert self.process.wait(timeout=30) == 0, self.errors.read_text()[-2000:]
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+
+
+@pytest.mark.parametrize(
+    ("assignor", "shares"),
+    [("uniform", None), ("range", [[0, 1], [2, 3]])],
+)
+def test_consumer_protocol_members_split_the_partitions_and_commit_by_hand(
+    franz: FranzGo, tmp_path: Path, assignor: str, shares: list[list[int]] | None
+):
+    topic, group = unique("franz-848"), unique("franz-848")
+    create_topic(franz, topic, partitions=4)
+    produce(franz, topic, 40)
+    flags = ["-topic", topic, "-group", group, "-protocol", "consumer", "-assignor", assignor]
+    first = Member(franz, tmp_path, "first", *flags)
+    second: Member | None = None
+    try:
+        eventually(
+            "the first member owning every partition and reading every record",
+            lambda: first.alive() and first.owned() == [0, 1, 2, 3] and len(first.keys()) == 40,
+        )
+        second = Member(franz, tmp_path, "second", *flags)
+        pair = (first, second)
+        eventually(
+            "the two members owning two partitions each",
+            lambda: (
+                all(m.alive() for m in pair)
+                and sorted(first.owned() + second.owned()) == [0, 1, 2, 3]
+                and len(first.owned()) == len(second.owned()) == 2
+            ),
+        )
+        if shares is not None:
+            assert sorted([first.owned(), second.owned()]) == shares
+
+        # The broker's view (ConsumerGroupDescribe): a consumer-protocol group, with the
+        # members' assignments as they reported them, each reconciled (current = target).
+        [described] = franz.lines("describe-consumer-group", "-group", group)
+        assert (described["error"], described["state"]) == ("", "Stable")
+        assert described["assignor"] == assignor
+        assert described["epoch"] == described["assignment_epoch"] >= 2
+        members = described["members"]
+        assert sorted(m["assigned"][topic] for m in members) == sorted(
+            [first.owned(), second.owned()]
+        )
+        for m in members:
+            assert m["assigned"] == m["target"]
+            assert m["subscribed_topics"] == [topic]
+            assert m["client_id"] == "rlog-interop-franz"
+            assert 1 <= m["member_epoch"] <= described["epoch"]
+
+        produce(franz, topic, 40, first=40)
+        eventually("both members reading the new records",
+                   lambda: len(first.keys()) + len(second.keys()) >= 80)  # fmt: skip
+        assert second.keys(), "the second member read nothing"
+
+        second.leave()
+        eventually("the first member owning every partition again",
+                   lambda: first.alive() and first.owned() == [0, 1, 2, 3])  # fmt: skip
+        produce(franz, topic, 40, first=80)
+        eventually("the first member reading the last records",
+                   lambda: len(first.keys()) + len(second.keys()) >= 120)  # fmt: skip
+        time.sleep(1.0)  # a duplicate would show up here
+        first.leave()
+    finally:
+        first.kill()
+        if second is not None:
+            second.kill()
+
+    # Every record once, across the split and the member that left.
+    keys = first.keys() + second.keys()
+    duplicates = [key for key, count in Counter(keys).items() if count > 1]
+    assert not duplicates, f"records consumed twice: {duplicates[:10]}"
+    assert sorted(keys) == sorted(f"key-{i}" for i in range(120))
+    # The commits (made with each member's epoch) reached each partition's end.
+    _, end = list_offsets(franz, topic)
+    committed: dict[int, int] = {}
+    for member in (first, second):
+        for commit in member.events("committed"):
+            for partition, offset in by_partition(commit["offsets"][topic]).items():
+                committed[partition] = max(offset, committed.get(partition, 0))
+    assert committed == end
+    assert committed_offsets(franz, group, topic) == end
+    # Both left: the group is empty, its offsets kept.
+    [described] = franz.lines("describe-consumer-group", "-group", group)
+    assert (described["state"], described["members"]) == ("Empty", [])

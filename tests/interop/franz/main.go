@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -27,19 +28,21 @@ import (
 type command func(ctx context.Context, brokers []string, args []string) error
 
 var commands = map[string]command{
-	"produce":          produce,
-	"consume":          consume,
-	"create-topic":     createTopic,
-	"metadata":         metadata,
-	"list-topics":      listTopics,
-	"describe-configs": describeConfigs,
-	"alter-configs":    alterConfigs,
-	"list-offsets":     listOffsets,
-	"describe-group":   describeGroup,
-	"fetch-offsets":    fetchOffsets,
-	"delete-group":     deleteGroup,
-	"delete-records":   deleteRecords,
-	"delete-topic":     deleteTopic,
+	"produce":                 produce,
+	"consume":                 consume,
+	"member":                  member,
+	"create-topic":            createTopic,
+	"metadata":                metadata,
+	"list-topics":             listTopics,
+	"describe-configs":        describeConfigs,
+	"alter-configs":           alterConfigs,
+	"list-offsets":            listOffsets,
+	"describe-group":          describeGroup,
+	"describe-consumer-group": describeConsumerGroup,
+	"fetch-offsets":           fetchOffsets,
+	"delete-group":            deleteGroup,
+	"delete-records":          deleteRecords,
+	"delete-topic":            deleteTopic,
 }
 
 func main() {
@@ -68,12 +71,17 @@ func main() {
 	}
 }
 
+// emitting keeps lines printed from the client's callbacks whole.
+var emitting sync.Mutex
+
 // emit prints one JSON line.
 func emit(line any) {
 	encoded, err := json.Marshal(line)
 	if err != nil {
 		panic(err)
 	}
+	emitting.Lock()
+	defer emitting.Unlock()
 	fmt.Println(string(encoded))
 }
 
@@ -286,6 +294,122 @@ func consume(ctx context.Context, brokers []string, args []string) error {
 		}
 	}
 	return nil
+}
+
+type assignedPartitions struct {
+	Event      string  `json:"event"`
+	Partitions []int32 `json:"partitions"`
+}
+
+// member joins -group under -protocol, "classic" or "consumer" (KIP-848: kgo's
+// ServerSideBalancer, the broker assigns the partitions with -assignor, "uniform" or "range"),
+// with autocommit off, and reads -topic from the group's commits (or the start) until its stdin
+// closes; then it leaves the group. It prints every change of its assignment ("assigned", with
+// every partition it owns now), every record ("consumed"), and after each poll's records it
+// commits them with CommitRecords ("committed": the offsets it committed), before a rebalance
+// may take their partitions away (BlockRebalanceOnPoll).
+func member(ctx context.Context, brokers []string, args []string) error {
+	flags := flag.NewFlagSet("member", flag.ExitOnError)
+	topic := flags.String("topic", "", "the topic to read")
+	group := flags.String("group", "", "the consumer group")
+	protocol := flags.String("protocol", "consumer", "classic|consumer")
+	assignor := flags.String("assignor", "uniform", "uniform|range: the broker's assignor")
+	parseFlags(flags, args)
+
+	var balancer kgo.GroupBalancer
+	switch *assignor {
+	case "uniform":
+		balancer = kgo.CooperativeStickyBalancer() // kgo asks the broker for "uniform"
+	case "range":
+		balancer = kgo.RangeBalancer()
+	default:
+		return fmt.Errorf("-assignor %q: want uniform or range", *assignor)
+	}
+	var owned sync.Map // partition -> true
+	report := func() {
+		partitions := []int32{}
+		owned.Range(func(key, _ any) bool {
+			partitions = append(partitions, key.(int32))
+			return true
+		})
+		sort.Slice(partitions, func(i, j int) bool { return partitions[i] < partitions[j] })
+		emit(assignedPartitions{Event: "assigned", Partitions: partitions})
+	}
+	change := func(add bool) func(context.Context, *kgo.Client, map[string][]int32) {
+		return func(_ context.Context, _ *kgo.Client, changed map[string][]int32) {
+			for _, partition := range changed[*topic] {
+				if add {
+					owned.Store(partition, true)
+				} else {
+					owned.Delete(partition)
+				}
+			}
+			report()
+		}
+	}
+	opts := []kgo.Opt{
+		kgo.ConsumerGroup(*group),
+		kgo.ConsumeTopics(*topic),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.Balancers(balancer),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(500 * time.Millisecond),
+		kgo.OnPartitionsAssigned(change(true)),
+		kgo.OnPartitionsRevoked(change(false)),
+		kgo.OnPartitionsLost(change(false)),
+	}
+	switch *protocol {
+	case "consumer":
+		opts = append(opts, kgo.ServerSideBalancer())
+	case "classic":
+	default:
+		return fmt.Errorf("-protocol %q: want classic or consumer", *protocol)
+	}
+	client, err := newClient(brokers, opts...)
+	if err != nil {
+		return err
+	}
+	defer client.Close() // leaves the group
+
+	// Reading stops when stdin closes (or at the deadline, an error).
+	reading, stopReading := context.WithCancel(ctx)
+	defer stopReading()
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		stopReading()
+	}()
+	for {
+		fetches := client.PollRecords(reading, 1000)
+		if reading.Err() != nil {
+			client.AllowRebalance()
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("read until the deadline: %w", err)
+			}
+			return nil
+		}
+		if errs := fetches.Errors(); len(errs) > 0 {
+			return fmt.Errorf("fetch %s[%d]: %w", errs[0].Topic, errs[0].Partition, errs[0].Err)
+		}
+		records := fetches.Records()
+		committed := map[int32]int64{}
+		for _, record := range records {
+			emit(consumedRecord{
+				Event: "consumed", Topic: record.Topic, Partition: record.Partition,
+				Offset: record.Offset, Key: string(record.Key), Value: string(record.Value),
+				Headers: map[string]string{},
+			})
+			committed[record.Partition] = record.Offset + 1
+		}
+		if len(records) > 0 {
+			if err := client.CommitRecords(ctx, records...); err != nil {
+				return fmt.Errorf("commit: %w", err)
+			}
+			emit(committedOffsets{Event: "committed",
+				Offsets: map[string]map[int32]int64{*topic: committed}})
+		}
+		client.AllowRebalance()
+	}
 }
 
 // ---- administration (kadm) ----
@@ -576,6 +700,62 @@ func describeGroup(ctx context.Context, brokers []string, args []string) error {
 		emit(map[string]any{
 			"group": g.Group, "error": errorName(g.Err), "state": g.State,
 			"protocol_type": g.ProtocolType, "protocol": g.Protocol,
+			"coordinator": g.Coordinator.NodeID, "members": members,
+		})
+	}
+	return nil
+}
+
+type consumerMemberJSON struct {
+	MemberID string             `json:"member_id"`
+	Epoch    int32              `json:"member_epoch"`
+	ClientID string             `json:"client_id"`
+	Topics   []string           `json:"subscribed_topics"`
+	Assigned map[string][]int32 `json:"assigned"`
+	Target   map[string][]int32 `json:"target"`
+}
+
+func sortedSet(set kadm.TopicsSet) map[string][]int32 {
+	topics := map[string][]int32{}
+	for topic, partitions := range set {
+		list := []int32{}
+		for partition := range partitions {
+			list = append(list, partition)
+		}
+		sort.Slice(list, func(i, j int) bool { return list[i] < list[j] })
+		topics[topic] = list
+	}
+	return topics
+}
+
+// describeConsumerGroup prints -group as ConsumerGroupDescribe (KIP-848) answers: its state,
+// epochs, assignor and members, each with its epoch and current and target assignments.
+func describeConsumerGroup(ctx context.Context, brokers []string, args []string) error {
+	flags := flag.NewFlagSet("describe-consumer-group", flag.ExitOnError)
+	group := flags.String("group", "", "the group")
+	parseFlags(flags, args)
+
+	admin, err := newAdmin(brokers)
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	described, err := admin.DescribeConsumerGroups(ctx, *group)
+	if err != nil && len(described) == 0 {
+		return err
+	}
+	for _, g := range described {
+		members := []consumerMemberJSON{}
+		for _, m := range g.Members {
+			members = append(members, consumerMemberJSON{
+				MemberID: m.MemberID, Epoch: m.MemberEpoch, ClientID: m.ClientID,
+				Topics:   append([]string{}, m.SubscribedTopics...),
+				Assigned: sortedSet(m.Assignment), Target: sortedSet(m.TargetAssignment),
+			})
+		}
+		emit(map[string]any{
+			"group": g.Group, "error": errorName(g.Err), "state": g.State, "epoch": g.Epoch,
+			"assignment_epoch": g.AssignmentEpoch, "assignor": g.AssignorName,
 			"coordinator": g.Coordinator.NodeID, "members": members,
 		})
 	}

@@ -15,11 +15,13 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription, NewTopic
 
+from rlog.core.groups import group_partition
 from support.cluster import Cluster
 from support.groups import GROUP_CONFIG, MemberProcess, split_evenly, wait_until
-from support.replication import every_broker
+from support.replication import every_broker, partition_state
 
 PARTITIONS = 6
+OFFSETS_PARTITIONS = 4  # GROUP_CONFIG's offsets.topic.num.partitions
 RECORDS = 600
 CONFIG = (
     GROUP_CONFIG
@@ -142,6 +144,13 @@ def test_a_new_coordinator_keeps_the_group_and_its_members(
     wait_until("every record read", lambda: len(values_seen(members)) >= RECORDS, members=members)
     before = describe(cluster3, "ledger")
     ids = {m.member_id for m in before.members}
+    # Killing the last ISR member would take the partition offline (no unclean election).
+    partition = group_partition("ledger", OFFSETS_PARTITIONS)
+    wait_until(
+        "a full ISR for the group's offsets partition",
+        lambda: len(partition_state(cluster3, "__consumer_offsets", partition)["isr"]) == 3,
+        timeout_s=60,
+    )
     cluster3.chaos("kill", f"broker-{before.coordinator.id}")
 
     def moved() -> bool:

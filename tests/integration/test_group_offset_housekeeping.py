@@ -41,10 +41,11 @@ from kafka.errors import (
     KafkaError as KafkaPythonError,
 )
 
+from rlog.core.groups import group_partition
 from support.cli_runner import clean_env, ok, one_line_error, rlog
 from support.cluster import Cluster
 from support.groups import GROUP_CONFIG, wait_until
-from support.replication import every_broker
+from support.replication import every_broker, partition_state
 
 pytestmark = pytest.mark.integration
 
@@ -56,6 +57,7 @@ RETENTION_CONFIG = (
 """
 )
 RETENTION_S = 60
+OFFSETS_PARTITIONS = 4  # GROUP_CONFIG's offsets.topic.num.partitions
 RETRY_CODES = (
     KafkaError.NOT_COORDINATOR,
     KafkaError.COORDINATOR_NOT_AVAILABLE,
@@ -156,6 +158,14 @@ def move_the_coordinator(cluster: Cluster, group: str) -> None:
     (it loaded the group's offsets partition from its own log), then until rlogd has the killed
     one back."""
     before = coordinator_of(cluster, group)
+    # Under load a follower may have dropped out of the ISR: killing the last ISR member would
+    # take the partition offline (no unclean election), which is not what this checks.
+    partition = group_partition(group, OFFSETS_PARTITIONS)
+    wait_until(
+        "every replica of the group's offsets partition in its ISR",
+        lambda: len(partition_state(cluster, "__consumer_offsets", partition)["isr"]) == 3,
+        timeout_s=60,
+    )
     cluster.chaos("kill", f"broker-{before}")
     wait_until(
         f"a coordinator for {group} other than broker {before}",

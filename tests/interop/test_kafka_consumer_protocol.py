@@ -20,12 +20,15 @@ from typing import Any
 
 import pytest
 
+from rlog.core.groups import group_partition
 from support.cluster import Cluster
 from support.kafka_tools import KafkaTools
+from support.replication import partition_state
 
 pytestmark = pytest.mark.integration
 
 STOP_TIMEOUT_S = 30.0
+OFFSETS_PARTITIONS = 16  # the brokers' default offsets.topic.num.partitions
 # A JVM that ends on SIGTERM after running its shutdown hooks exits 128 + 15.
 SIGTERM_EXIT = (0, 128 + signal.SIGTERM)
 
@@ -312,6 +315,12 @@ def test_a_member_keeps_consuming_and_committing_across_a_killed_coordinator(
         assigned_before = len(member.events("partitions_assigned"))
         commits_before = len(member.commits())
 
+        # Killing the last ISR member would take the partition offline (no unclean election).
+        partition = group_partition(group, OFFSETS_PARTITIONS)
+        wait_until(
+            "a full ISR for the group's offsets partition",
+            lambda: len(partition_state(cluster, "__consumer_offsets", partition)["isr"]) == 3,
+        )
         cluster.chaos("kill", f"broker-{before['coordinator']}")
 
         # The group's state is in __consumer_offsets: the new coordinator knows the member.

@@ -9,6 +9,7 @@ import uuid
 from typing import Any
 
 import pytest
+from test_admin_answers import missing_fields
 
 from rlog.core.groups import Append, Caller, GroupConfig, GroupCoordinator, LoadedRecord, Respond
 from rlog.core.groups.consumer_group import TopicIds
@@ -20,6 +21,7 @@ from rlog.core.groups.consumer_records import (
 from rlog.core.groups.records import parse_key
 from rlog.core.protocol.codec import codec_for
 from rlog.core.protocol.errors import ErrorCode
+from rlog.core.protocol.schema import load_message
 
 Body = dict[str, Any]
 GROUP = "payments"
@@ -404,3 +406,30 @@ def test_a_lost_answer_is_forgiven_after_a_failover(epoch_seen: str) -> None:
     mine = last["m1"]["owned"]
     answer = driver.answer(driver.heartbeat("m1", epoch, mine))
     assert answer["error_code"] == ErrorCode.NONE
+
+
+# ---- every field of the answers' schemas, at every advertised version ---------------------
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_heartbeat_answers_name_every_field_of_their_schema(version: int) -> None:
+    driver = Driver()
+    joined = driver.join("m1")
+    refused = driver.answer(driver.heartbeat("nobody", 5, {}, version=version))
+    assert refused["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
+    response = load_message("ConsumerGroupHeartbeatResponse").struct
+    for answer in (joined, refused):
+        assert missing_fields(response, version, answer, "ConsumerGroupHeartbeat", set()) == []
+
+
+def test_describe_and_list_answers_name_every_field_of_their_schemas() -> None:
+    driver = Driver()
+    driver.join("m1")
+    described = driver.answer(
+        driver.send("consumer_group_describe", {"group_ids": [GROUP, "nobody"]}, 0)
+    )
+    response = load_message("ConsumerGroupDescribeResponse").struct
+    assert missing_fields(response, 0, described, "ConsumerGroupDescribe", set()) == []
+    listed = driver.answer(driver.send("list_groups", {"states_filter": [], "types_filter": []}, 5))
+    response = load_message("ListGroupsResponse").struct
+    assert missing_fields(response, 5, listed, "ListGroups", set()) == []

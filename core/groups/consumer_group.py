@@ -26,6 +26,7 @@ from functools import cached_property
 from typing import Any
 
 from rlog.core.groups.consumer_records import (
+    ClassicMetadata,
     LoadedConsumerGroup,
     MemberMetadata,
     current_assignment,
@@ -111,6 +112,8 @@ class ConsumerMember:
     reconciled: MemberAssignment = field(default_factory=MemberAssignment)
     regex: str | None = None  # topics matching it are subscribed too
     matched: frozenset[str] = frozenset()  # the topics `regex` matched at the last heartbeat
+    classic: ClassicMetadata | None = None  # a classic-protocol consumer's (JoinGroup's)
+    rejoin_deadline_ms: int | None = None  # a classic member told to rejoin must by then
     session_deadline_ms: int = 0
     revocation_deadline_ms: int | None = None  # while it must give partitions up
 
@@ -130,12 +133,28 @@ class ConsumerMember:
             self.rebalance_timeout_ms,
             self.server_assignor,
             self.regex,
+            self.classic,
         )
 
     @property
     def topics(self) -> frozenset[str]:
         """Every topic it subscribes to: by name, and by its regex."""
         return self.subscribed | self.matched
+
+
+@dataclass(frozen=True)
+class ClassicJoin:
+    """What a classic consumer's JoinGroup says (its "consumer" protocol subscription decoded)."""
+
+    instance_id: str | None
+    rack_id: str | None
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+    subscribed: frozenset[str]
+    owned: Partitions
+    client_id: str
+    client_host: str
 
 
 class HeartbeatError(Exception):
@@ -182,7 +201,11 @@ class ConsumerGroup:
                 meta.rack_id,
                 meta.server_assignor,
                 regex=meta.regex,
-                session_deadline_ms=now_ms + settings.session_timeout_ms,
+                classic=meta.classic,
+                session_deadline_ms=now_ms
+                + (
+                    meta.classic.session_timeout_ms if meta.classic else settings.session_timeout_ms
+                ),
             )
             member.matched = _matching(member.regex, topics)
             body = loaded.current.get(member_id)
@@ -267,19 +290,7 @@ class ConsumerGroup:
         subscription_changed = self._update(member, body, client_id, client_host)
         if epoch == JOIN_EPOCH:
             subscription_changed = True
-        # Topics made or deleted since change what regexes match, for every member.
-        for each in self.members.values():
-            matched = _matching(each.regex, topics)
-            if matched != each.matched:
-                each.matched = matched
-                subscription_changed = True
-        counts = topics.partition_counts(self._subscribed_topics())
-        if subscription_changed or counts != self._partition_counts:
-            self._partition_counts = counts
-            self.group_epoch += 1
-        if self.group_epoch > self.assignment_epoch:
-            self._new_target()
-        self._reconcile(member, owned, now_ms)
+        self._move(member, subscription_changed, owned, topics, now_ms)
         member.session_deadline_ms = now_ms + self.settings.session_timeout_ms
         answer: Body = {
             "throttle_time_ms": 0,
@@ -300,6 +311,112 @@ class ConsumerGroup:
                 "topic_partitions": _as_wire(member.reconciled.assigned, topics)
             }
         return answer
+
+    def _move(
+        self,
+        member: ConsumerMember,
+        subscription_changed: bool,
+        owned: Partitions | None,
+        topics: TopicIds,
+        now_ms: int,
+    ) -> None:
+        """A new group epoch (and target) if the subscriptions or their topics changed; then
+        the member one step toward its target."""
+        # Topics made or deleted since change what regexes match, for every member.
+        for each in self.members.values():
+            matched = _matching(each.regex, topics)
+            if matched != each.matched:
+                each.matched = matched
+                subscription_changed = True
+        counts = topics.partition_counts(self._subscribed_topics())
+        if subscription_changed or counts != self._partition_counts:
+            self._partition_counts = counts
+            self.group_epoch += 1
+        if self.group_epoch > self.assignment_epoch:
+            self._new_target()
+        self._reconcile(member, owned, now_ms)
+
+    # ---- classic members (JoinGroup, SyncGroup, Heartbeat) in this group, as Kafka 4 allows --
+
+    def classic_join(
+        self, member_id: str, join: ClassicJoin, topics: TopicIds, now_ms: int
+    ) -> ConsumerMember:
+        """A JoinGroup of a classic-protocol consumer: the broker assigns it as any member;
+        what it owns is what its subscription says (a cooperative member lists what it kept,
+        an eager one nothing). Its answer's generation is the member's epoch."""
+        member = self.members.get(member_id)
+        changed = False
+        if member is not None and member.classic is None:
+            raise HeartbeatError(
+                ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id} uses the consumer protocol"
+            )
+        if join.instance_id is not None:
+            earlier = next(
+                (m for m in self.members.values()
+                 if m.instance_id == join.instance_id and m.member_id != member_id),
+                None,
+            )  # fmt: skip
+            if earlier is not None:  # the static member came back under a new id
+                self.remove(earlier.member_id, topics)
+        if member is None:
+            if len(self.members) >= self.settings.max_size:
+                raise HeartbeatError(
+                    ErrorCode.GROUP_MAX_SIZE_REACHED,
+                    f"group {self.group_id} has {len(self.members)} members, its maximum",
+                )
+            member = ConsumerMember(member_id, join.client_id, join.client_host, 0)
+            self.members[member_id] = member
+            changed = True
+        if member.subscribed != join.subscribed or member.regex is not None:
+            member.subscribed, member.regex, member.matched = join.subscribed, None, frozenset()
+            changed = True
+        member.instance_id, member.rack_id = join.instance_id, join.rack_id
+        member.rebalance_timeout_ms = join.rebalance_timeout_ms
+        member.client_id, member.client_host = join.client_id, join.client_host
+        member.server_assignor = None
+        member.classic = ClassicMetadata(join.session_timeout_ms, join.protocols)
+        member.rejoin_deadline_ms = None
+        self._move(member, changed, join.owned, topics, now_ms)
+        member.session_deadline_ms = now_ms + join.session_timeout_ms
+        return member
+
+    def classic_member(self, member_id: str, generation: int, now_ms: int) -> ConsumerMember:
+        """The classic member a SyncGroup or Heartbeat names, at its generation (its epoch);
+        its session starts again."""
+        member = self.members.get(member_id)
+        if member is None or member.classic is None:
+            raise HeartbeatError(
+                ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id} is not in group {self.group_id}"
+            )
+        if generation != member.epoch:
+            raise HeartbeatError(
+                ErrorCode.ILLEGAL_GENERATION,
+                f"generation {generation}, the member's epoch is {member.epoch}",
+            )
+        member.session_deadline_ms = now_ms + member.classic.session_timeout_ms
+        return member
+
+    def must_rejoin(self, member: ConsumerMember, now_ms: int) -> bool:
+        """Whether a classic member must JoinGroup again (a Heartbeat's REBALANCE_IN_PROGRESS):
+        the group moved on, it has partitions to give up, or partitions it waits for are free.
+        It is removed if it has not rejoined within its rebalance timeout."""
+        state = member.reconciled.state
+        rejoin = (
+            member.epoch < self.group_epoch
+            or state is MemberState.UNREVOKED_PARTITIONS
+            or (state is MemberState.UNRELEASED_PARTITIONS and not self._waiting_on_others(member))
+        )
+        if rejoin and member.rejoin_deadline_ms is None:
+            member.rejoin_deadline_ms = now_ms + member.rebalance_timeout_ms
+        return rejoin
+
+    def _waiting_on_others(self, member: ConsumerMember) -> bool:
+        target = self.target.get(member.member_id, {})
+        for topic, partitions in target.items():
+            for partition in partitions - member.reconciled.assigned.get(topic, frozenset()):
+                if self.owner_epoch(topic, partition, besides=member.member_id) != UNOWNED:
+                    return True
+        return False
 
     def _join(self, member_id: str, body: Body, client_id: str, client_host: str) -> ConsumerMember:
         instance_id = body.get("instance_id")
@@ -338,7 +455,7 @@ class ConsumerGroup:
 
     def _known(self, member_id: str, epoch: int, owned: Partitions | None) -> ConsumerMember:
         member = self.members.get(member_id)
-        if member is None:
+        if member is None or member.classic is not None:
             raise HeartbeatError(
                 ErrorCode.UNKNOWN_MEMBER_ID,
                 f"member {member_id} is not in group {self.group_id}: it must rejoin",
@@ -442,6 +559,15 @@ class ConsumerGroup:
 
     # ---- time ----
 
+    def due(self, now_ms: int) -> bool:
+        """Whether `expire` would remove a member now."""
+        return any(
+            now_ms >= deadline
+            for m in self.members.values()
+            for deadline in (m.session_deadline_ms, m.revocation_deadline_ms, m.rejoin_deadline_ms)
+            if deadline is not None
+        )
+
     def expire(self, now_ms: int, topics: TopicIds) -> list[tuple[str, str]]:
         """Remove members past their session timeout, or that kept partitions they were told
         to give up past their rebalance timeout. Returns (member id, why) of each."""
@@ -455,6 +581,8 @@ class ConsumerGroup:
                 gone.append(
                     (member.member_id, "partitions not revoked within the rebalance timeout")
                 )
+            elif member.rejoin_deadline_ms is not None and now_ms >= member.rejoin_deadline_ms:
+                gone.append((member.member_id, "did not rejoin within the rebalance timeout"))
         for member_id, _why in gone:
             self.remove(member_id, topics)
         return gone

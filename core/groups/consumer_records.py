@@ -72,6 +72,14 @@ class ConsumerKey:
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMetadata:
+    """A classic-protocol member's JoinGroup settings, kept in its record 5 (a tagged field)."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]  # (name, subscription), the client's order
+
+
+@dataclass(frozen=True, slots=True)
 class MemberMetadata:
     """What a member's heartbeat declared (record 5)."""
 
@@ -83,6 +91,7 @@ class MemberMetadata:
     rebalance_timeout_ms: int
     server_assignor: str | None
     regex: str | None = None  # SubscribedTopicRegex
+    classic: ClassicMetadata | None = None
 
 
 # ---- writing --------------------------------------------------------------------------------
@@ -135,7 +144,16 @@ def member_record(group: str, member_id: str, metadata: MemberMetadata) -> Recor
         "subscribed_topic_regex": metadata.regex,
         "rebalance_timeout_ms": metadata.rebalance_timeout_ms,
         "server_assignor": metadata.server_assignor,
-        "classic_member_metadata": None,
+        "classic_member_metadata": (
+            None
+            if metadata.classic is None
+            else {
+                "session_timeout_ms": metadata.classic.session_timeout_ms,
+                "supported_protocols": [
+                    {"name": name, "metadata": data} for name, data in metadata.classic.protocols
+                ],
+            }
+        ),
     }
     return _key(MEMBER_METADATA_KEY, group, member_id), _value(MEMBER_METADATA_KEY, body)
 
@@ -248,6 +266,7 @@ class ConsumerGroupLog:
                 body["rebalance_timeout_ms"],
                 body["server_assignor"],
                 body["subscribed_topic_regex"],
+                _classic(body.get("classic_member_metadata")),
             )
         elif key.version == TARGET_MEMBER_KEY:
             group.targets[key.member_id] = _by_id(body["topic_partitions"])
@@ -270,6 +289,13 @@ class ConsumerGroupLog:
             group.current.pop(key.member_id, None)
         elif key.version == PARTITION_METADATA_KEY:
             group.partition_counts = {}
+
+
+def _classic(body: dict[str, Any] | None) -> ClassicMetadata | None:
+    if body is None:
+        return None
+    protocols = tuple((p["name"], bytes(p["metadata"])) for p in body["supported_protocols"])
+    return ClassicMetadata(body["session_timeout_ms"], protocols)
 
 
 def _by_id(wire: list[dict[str, Any]]) -> dict[uuid.UUID, frozenset[int]]:

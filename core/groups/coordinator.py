@@ -48,10 +48,22 @@ from rlog.core.groups.answers import (
     sync_answer,
 )
 from rlog.core.groups.consumer_coordinator import ConsumerGroups, heartbeat_error
-from rlog.core.groups.consumer_group import ConsumerGroup, ConsumerGroupSettings, TopicIds
+from rlog.core.groups.consumer_group import (
+    ClassicJoin,
+    ConsumerGroup,
+    ConsumerGroupSettings,
+    HeartbeatError,
+    TopicIds,
+)
+from rlog.core.groups.consumer_protocol import (
+    decode_subscription,
+    encode_assignment,
+    subscription_version,
+)
 from rlog.core.groups.consumer_records import Record as ConsumerRecord
 from rlog.core.groups.group import Group, GroupState, Member
 from rlog.core.groups.partitioner import group_partition
+from rlog.core.groups.reconciliation import MemberState
 from rlog.core.groups.records import (
     CommittedOffset,
     group_key,
@@ -369,10 +381,7 @@ class GroupCoordinator:
         if consumer is None:
             return self._join_group(caller, body, now)
         if consumer.members or self.consumer.busy(group_id):
-            # A classic member in a consumer group with members: not served yet.
-            member_id = body.get("member_id") or ""
-            error = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
-            return [Respond(caller.token, join_error(error, member_id))]
+            return self._classic_join_consumer_group(caller, body, now)
         # An empty consumer group becomes a classic one (Kafka's downgrade); its offsets stay.
         # Its records' tombstones go first: a replay finds the classic group after them.
         tombstones = self.consumer.tombstones(group_id)
@@ -641,6 +650,8 @@ class GroupCoordinator:
     def sync_group(self, caller: Caller, body: Body, now: int) -> list[Effect]:
         group_id: str = body["group_id"]
         member_id: str = body["member_id"]
+        if group_id in self.consumer.groups:
+            return self._classic_sync_consumer_group(caller, body, now)
 
         def fail(error: ErrorCode) -> list[Effect]:
             return [Respond(caller.token, sync_answer(error))]
@@ -731,6 +742,8 @@ class GroupCoordinator:
     # ---- Heartbeat, LeaveGroup -------------------------------------------------------------
 
     def heartbeat(self, caller: Caller, body: Body, now: int) -> list[Effect]:
+        if body["group_id"] in self.consumer.groups:
+            return self._classic_heartbeat_consumer_group(caller, body, now)
         return [Respond(caller.token, {"throttle_time_ms": 0, "error_code": self._beat(body, now)})]
 
     def _beat(self, body: Body, now: int) -> ErrorCode:
@@ -763,6 +776,8 @@ class GroupCoordinator:
         else:
             identities = body.get("members") or []
         error = self._ownership_error(group_id)
+        if error == ErrorCode.NONE and group_id in self.consumer.groups:
+            return self._classic_leave_consumer_group(caller, identities, group_id, now)
         group = self._groups.get(group_id)
         if error == ErrorCode.NONE and group is None:
             error = ErrorCode.UNKNOWN_MEMBER_ID
@@ -887,6 +902,162 @@ class GroupCoordinator:
             described.append(entry)
         return [Respond(caller.token, {"throttle_time_ms": 0, "groups": described})]
 
+    # ---- classic members in a consumer group (Kafka 4's mixed groups) ------------------------
+
+    def _classic_join_consumer_group(self, caller: Caller, body: Body, now: int) -> list[Effect]:
+        """JoinGroup into a consumer group with members: the broker assigns this member too;
+        answered (generation = its epoch, no leader, nothing to assign) once written."""
+        group_id: str = body["group_id"]
+        member_id: str = body.get("member_id") or ""
+        instance_id: str | None = body.get("group_instance_id")
+        session_timeout: int = body["session_timeout_ms"]
+        rebalance_timeout = body.get("rebalance_timeout_ms", -1)
+        if rebalance_timeout is None or rebalance_timeout < 0:
+            rebalance_timeout = session_timeout
+
+        def fail(error: ErrorCode, member: str = member_id) -> list[Effect]:
+            return [Respond(caller.token, join_error(error, member))]
+
+        protocols = tuple(
+            (p["name"], bytes(p["metadata"] or b"")) for p in body.get("protocols") or []
+        )
+        subscription = decode_subscription(protocols[0][1]) if protocols else None
+        if body.get("protocol_type") != "consumer" or subscription is None:
+            return fail(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        if not (
+            self.config.min_session_timeout_ms
+            <= session_timeout
+            <= self.config.max_session_timeout_ms
+        ):
+            return fail(ErrorCode.INVALID_SESSION_TIMEOUT)
+        if self.consumer.busy(group_id):
+            later = lambda now: self.join_group(caller, body, now)  # noqa: E731
+            self.consumer.wait(group_id, caller.token, later)
+            return []
+        if not member_id:
+            member_id = self._new_member_id(caller.client_id or "member")
+            if caller.version >= 4 and instance_id is None:
+                return fail(ErrorCode.MEMBER_ID_REQUIRED, member_id)
+        topics, owned = subscription
+        join = ClassicJoin(
+            instance_id, None, session_timeout, rebalance_timeout, protocols,
+            frozenset(topics), owned, caller.client_id, caller.client_host,
+        )  # fmt: skip
+
+        def joined(group: ConsumerGroup) -> Body:
+            try:
+                member = group.classic_join(member_id, join, self.consumer.topics, now)
+            except HeartbeatError as error:
+                return join_error(error.code, member_id)
+            return join_error(ErrorCode.NONE, member_id) | {
+                "generation_id": member.epoch,
+                "protocol_type": "consumer",
+                "protocol_name": protocols[0][0],
+            }
+
+        def answer(answer: Body, error: ErrorCode) -> list[Effect]:
+            failure = append_error(error, offsets=False)
+            if failure != ErrorCode.NONE:
+                return [Respond(caller.token, join_error(failure, member_id))]
+            return [Respond(caller.token, answer)]
+
+        return self.consumer.change(group_id, joined, answer, now)
+
+    def _classic_sync_consumer_group(self, caller: Caller, body: Body, now: int) -> list[Effect]:
+        """SyncGroup of a classic member of a consumer group: what the broker assigned it (the
+        leader's assignments, if any, are ignored)."""
+        group_id: str = body["group_id"]
+        if self.consumer.busy(group_id):  # answered from acknowledged state only
+            later = lambda now: self.sync_group(caller, body, now)  # noqa: E731
+            self.consumer.wait(group_id, caller.token, later)
+            return []
+        group = self.consumer.groups[group_id]
+        try:
+            member = group.classic_member(body["member_id"], body["generation_id"], now)
+        except HeartbeatError as error:
+            return [Respond(caller.token, sync_answer(error.code))]
+        assert member.classic is not None
+        name = body.get("protocol_name")
+        if name is not None and name not in {n for n, _ in member.classic.protocols}:
+            return [Respond(caller.token, sync_answer(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))]
+        if group.group_epoch > member.epoch and (
+            member.reconciled.state is not MemberState.UNREVOKED_PARTITIONS
+        ):
+            group.must_rejoin(member, now)
+            return [Respond(caller.token, sync_answer(ErrorCode.REBALANCE_IN_PROGRESS))]
+        version = subscription_version(member.classic.protocols[0][1])
+        assignment = encode_assignment(member.reconciled.assigned, version)
+        answer = sync_answer(ErrorCode.NONE, assignment=assignment) | {
+            "protocol_type": "consumer",
+            "protocol_name": name or member.classic.protocols[0][0],
+        }
+        return [Respond(caller.token, answer)]
+
+    def _classic_heartbeat_consumer_group(
+        self, caller: Caller, body: Body, now: int
+    ) -> list[Effect]:
+        group_id: str = body["group_id"]
+        error = self._ownership_error(group_id)
+        if error == ErrorCode.NONE and self.consumer.busy(group_id):
+            later = lambda now: self.heartbeat(caller, body, now)  # noqa: E731
+            self.consumer.wait(group_id, caller.token, later)
+            return []
+        if error == ErrorCode.NONE:
+            group = self.consumer.groups[group_id]
+            try:
+                member = group.classic_member(body["member_id"], body["generation_id"], now)
+                if group.must_rejoin(member, now):
+                    error = ErrorCode.REBALANCE_IN_PROGRESS
+            except HeartbeatError as refused:
+                error = refused.code
+        return [Respond(caller.token, {"throttle_time_ms": 0, "error_code": error})]
+
+    def _classic_leave_consumer_group(
+        self, caller: Caller, identities: list[Body], group_id: str, now: int
+    ) -> list[Effect]:
+        if self.consumer.busy(group_id):
+            again = self._leave_body(identities, group_id)
+            later = lambda now: self.leave_group(caller, again, now)  # noqa: E731
+            self.consumer.wait(group_id, caller.token, later)
+            return []
+
+        def leave(group: ConsumerGroup) -> list[Body]:
+            results = []
+            for identity in identities:
+                member_id = identity.get("member_id") or ""
+                instance_id = identity.get("group_instance_id")
+                if instance_id is not None:
+                    found = [m for m in group.members.values() if m.instance_id == instance_id]
+                    if found and member_id and found[0].member_id != member_id:
+                        code = ErrorCode.FENCED_INSTANCE_ID
+                        results.append({"member_id": member_id, "group_instance_id": instance_id,
+                                        "error_code": code})  # fmt: skip
+                        continue
+                    member_id = found[0].member_id if found else member_id
+                member = group.members.get(member_id)
+                code = ErrorCode.NONE
+                if member is None or member.classic is None:
+                    code = ErrorCode.UNKNOWN_MEMBER_ID
+                else:
+                    group.remove(member_id, self.consumer.topics)
+                results.append({"member_id": member_id, "group_instance_id": instance_id,
+                                "error_code": code})  # fmt: skip
+            return results
+
+        def answer(results: list[Body], error: ErrorCode) -> list[Effect]:
+            failure = append_error(error, offsets=False)
+            if failure != ErrorCode.NONE:
+                return [Respond(caller.token, leave_answer(failure, []))]
+            top = results[0]["error_code"] if caller.version < 3 and results else ErrorCode.NONE
+            return [Respond(caller.token, leave_answer(top, results))]
+
+        return self.consumer.change(group_id, leave, answer, now)
+
+    @staticmethod
+    def _leave_body(identities: list[Body], group_id: str) -> Body:
+        return {"group_id": group_id, "members": identities,
+                "member_id": identities[0].get("member_id") if identities else ""}  # fmt: skip
+
     def _expire_consumer_members(self, now: int) -> list[Effect]:
         """Members whose session ran out, or that kept partitions past their rebalance
         timeout, leave their groups (written as any heartbeat's change is)."""
@@ -894,12 +1065,7 @@ class GroupCoordinator:
         for group_id, group in list(self.consumer.groups.items()):
             if self.consumer.busy(group_id) or not group.members:
                 continue
-            due = any(
-                now >= m.session_deadline_ms
-                or (m.revocation_deadline_ms is not None and now >= m.revocation_deadline_ms)
-                for m in group.members.values()
-            )
-            if not due:
+            if not group.due(now):
                 continue
 
             def expire(group: ConsumerGroup) -> list[tuple[str, str]]:
@@ -1616,9 +1782,11 @@ def _consumer_commit_error(
     member = group.members.get(member_id)
     if member is None:
         return ErrorCode.UNKNOWN_MEMBER_ID
-    if version is not None and version < 9:
+    classic = member.classic is not None  # a classic member commits as classic members do
+    if version is not None and version < 9 and not classic:
         return ErrorCode.UNSUPPORTED_VERSION  # its members commit with v9+
     if epoch != member.epoch:
-        # A transaction's commit says ILLEGAL_GENERATION, what producers understand.
-        return ErrorCode.STALE_MEMBER_EPOCH if version is not None else ErrorCode.ILLEGAL_GENERATION
+        # A classic member's, or a transaction's commit: ILLEGAL_GENERATION, what they know.
+        stale = version is not None and not classic
+        return ErrorCode.STALE_MEMBER_EPOCH if stale else ErrorCode.ILLEGAL_GENERATION
     return ErrorCode.NONE

@@ -202,3 +202,41 @@ def test_a_regex_subscription_takes_topics_made_later(cluster3: Cluster) -> None
         assert {tp.topic for tp in consumer.assignment()} == {"orders-eu", "orders-us"}
     finally:
         consumer.close()
+
+
+@pytest.mark.parametrize("assignor", ["cooperative-sticky", "range"])
+def test_classic_and_consumer_members_share_a_group(
+    cluster3: Cluster, members: list[MemberProcess], tmp_path: Path, assignor: str
+) -> None:
+    """Kafka 4's mixed group: a classic consumer (JoinGroup, SyncGroup) in a group of the
+    consumer protocol is assigned by the broker like the others; eager (range) or cooperative."""
+    make_topic(cluster3, "orders")
+    produce(cluster3, "orders", range(RECORDS))
+    modern = start(tmp_path, cluster3, members, "modern", "mixed")
+    wait_until(
+        "the consumer-protocol member with every partition",
+        lambda: sorted(modern.assignment or []) == list(range(PARTITIONS)),
+        members=members,
+    )
+    classic = MemberProcess(
+        tmp_path, "classic", client="confluent", bootstrap=every_broker(cluster3), group="mixed",
+        topic="orders", assignor=assignor, session_timeout_ms=6000,
+    )  # fmt: skip
+    members.append(classic)
+    wait_until("the partitions split", lambda: split_evenly(members, PARTITIONS), members=members)
+    wait_until("every record read", lambda: len(values_seen(members)) >= RECORDS, members=members)
+    assert sorted(set(values_seen(members))) == list(range(RECORDS)), "none lost"
+    described = describe(cluster3, "mixed")
+    assert str(described.type) == "ConsumerGroupType.CONSUMER" and len(described.members) == 2
+    classic.stop()  # LeaveGroup
+    wait_until(
+        "the consumer-protocol member alone with every partition",
+        lambda: sorted(modern.assignment or []) == list(range(PARTITIONS)),
+        members=members,
+    )
+    produce(cluster3, "orders", range(RECORDS, RECORDS + 60))
+    wait_until(
+        "the new records read",
+        lambda: set(range(RECORDS, RECORDS + 60)) <= set(values_seen(members)),
+        members=members,
+    )

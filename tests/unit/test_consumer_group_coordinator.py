@@ -314,18 +314,124 @@ def test_an_empty_classic_group_becomes_a_consumer_group_with_its_offsets() -> N
     assert replayed.committed(GROUP)[(ORDERS, 0)].offset == 3
 
 
-def test_the_two_protocols_do_not_share_a_group_with_members() -> None:
+def classic_join_body(member: str, owned: dict[str, list[int]] | None = None) -> Body:
+    """A classic consumer's JoinGroup v5 (cooperative-sticky: it lists what it still owns)."""
+    listed = [{"topic": t, "partitions": p} for t, p in (owned or {}).items()]
+    subscription = {"topics": [ORDERS], "user_data": None, "generation_id": -1,
+                    "rack_id": None, "owned_partitions": listed}  # fmt: skip
+    metadata = (3).to_bytes(2, "big") + codec_for("ConsumerProtocolSubscription", 3).encode(
+        subscription
+    )
+    return {"group_id": GROUP, "session_timeout_ms": 10_000, "rebalance_timeout_ms": 10_000,
+            "member_id": member, "group_instance_id": None, "protocol_type": "consumer",
+            "protocols": [{"name": "cooperative-sticky", "metadata": metadata}]}  # fmt: skip
+
+
+def classic_sync(driver: Driver, member: str, generation: int) -> Body:
+    body = {"group_id": GROUP, "generation_id": generation, "member_id": member,
+            "group_instance_id": None, "protocol_type": "consumer",
+            "protocol_name": "cooperative-sticky", "assignments": []}  # fmt: skip
+    return driver.answer(driver.send("sync_group", body, 5))
+
+
+def assigned_by_sync(answer: Body) -> dict[str, list[int]]:
+    data = bytes(answer["assignment"])
+    version = int.from_bytes(data[:2], "big")
+    body, _end = codec_for("ConsumerProtocolAssignment", version).decode(data, 2)
+    return {t["topic"]: sorted(t["partitions"]) for t in body["assigned_partitions"]}
+
+
+def classic_beat(driver: Driver, member: str, generation: int) -> ErrorCode:
+    body = {"group_id": GROUP, "generation_id": generation, "member_id": member,
+            "group_instance_id": None}  # fmt: skip
+    return ErrorCode(driver.answer(driver.send("heartbeat", body, 3))["error_code"])
+
+
+def classic_member_settles(driver: Driver, member: str, owned: dict[str, list[int]]) -> tuple:
+    """A cooperative classic member: join (with what it owns), sync, and again while the
+    broker says REBALANCE_IN_PROGRESS. Returns (generation, what it owns)."""
+    for _ in range(10):
+        answer = driver.answer(driver.send("join_group", classic_join_body(member, owned), 5))
+        assert answer["error_code"] == ErrorCode.NONE, answer
+        assert (answer["leader"], answer["members"]) == ("", []), "the broker assigns"
+        generation = answer["generation_id"]
+        synced = classic_sync(driver, member, generation)
+        if synced["error_code"] == ErrorCode.REBALANCE_IN_PROGRESS:
+            continue
+        assert synced["error_code"] == ErrorCode.NONE, synced
+        owned = assigned_by_sync(synced)  # revokes what it was not given, keeps the rest
+        if classic_beat(driver, member, generation) == ErrorCode.NONE:
+            return generation, owned
+    raise AssertionError("the classic member did not settle")
+
+
+def test_a_classic_member_joins_a_consumer_group_and_the_broker_assigns_it() -> None:
+    driver = Driver()
+    driver.join("m1")  # a consumer-protocol member holds every partition
+    first = driver.answer(driver.send("join_group", classic_join_body(""), 5))
+    assert first["error_code"] == ErrorCode.MEMBER_ID_REQUIRED
+    classic = first["member_id"]
+    generation, owned_classic = classic_member_settles(driver, classic, {})
+    last = settle(driver, {"m1": driver.coordinator.consumer.groups[GROUP].members["m1"].epoch},
+                  {"m1": {ORDERS: [0, 1, 2, 3]}})  # fmt: skip
+    generation, owned_classic = classic_member_settles(driver, classic, owned_classic)
+    mine, theirs = set(last["m1"]["owned"].get(ORDERS, [])), set(owned_classic.get(ORDERS, []))
+    assert mine.isdisjoint(theirs) and mine | theirs == {0, 1, 2, 3} and len(theirs) == 2
+    assert classic_beat(driver, classic, generation - 1) == ErrorCode.ILLEGAL_GENERATION
+    # Its commits are a classic member's: any version, its generation.
+    assert (
+        driver.commit(classic, generation, {0: 1}, version=7)["topics"][0]["partitions"][0][
+            "error_code"
+        ]
+        == ErrorCode.NONE
+    )
+    wrong = driver.commit(classic, generation + 5, {0: 1}, version=7)
+    assert wrong["topics"][0]["partitions"][0]["error_code"] == ErrorCode.ILLEGAL_GENERATION
+    # A new coordinator knows it as a classic member, at its generation.
+    driver.failover()
+    assert classic_beat(driver, classic, generation) == ErrorCode.NONE
+    assert assigned_by_sync(classic_sync(driver, classic, generation)) == owned_classic
+    described = driver.coordinator.consumer.describe(GROUP)
+    assert {m["member_id"] for m in described["members"]} == {"m1", classic}
+
+
+def test_a_classic_member_that_leaves_gives_its_partitions_back() -> None:
     driver = Driver()
     driver.join("m1")
+    classic = driver.answer(driver.send("join_group", classic_join_body(""), 5))["member_id"]
+    classic_member_settles(driver, classic, {})
+    leave = {"group_id": GROUP, "members": [{"member_id": classic, "group_instance_id": None}]}
+    answer = driver.answer(driver.send("leave_group", leave, 3))
+    assert answer["members"][0]["error_code"] == ErrorCode.NONE
+    group = driver.coordinator.consumer.groups[GROUP]
+    assert set(group.members) == {"m1"}
+    assert group.target["m1"] == {ORDERS: frozenset({0, 1, 2, 3})}
+
+
+def test_a_classic_member_that_never_rejoins_is_removed() -> None:
+    driver = Driver()
+    driver.join("m1")
+    classic = driver.answer(driver.send("join_group", classic_join_body(""), 5))["member_id"]
+    generation, _owned = classic_member_settles(driver, classic, {})
+    driver.join("m3")  # the group moves on: the classic member is told to rejoin
+    assert classic_beat(driver, classic, generation) == ErrorCode.REBALANCE_IN_PROGRESS
+    for _ in range(4):  # it keeps heartbeating but never rejoins
+        driver.tick(4_000)
+        classic_beat(driver, classic, generation)
+        for member in ("m1", "m3"):
+            driver.heartbeat(
+                member, driver.coordinator.consumer.groups[GROUP].members[member].epoch
+            )
+    assert classic not in driver.coordinator.consumer.groups[GROUP].members
+
+
+def test_a_consumer_member_cannot_join_a_classic_group_with_members() -> None:
+    driver = Driver()
     join = {"group_id": GROUP, "session_timeout_ms": 10_000, "rebalance_timeout_ms": 10_000,
             "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
             "protocols": [{"name": "range", "metadata": b""}]}  # fmt: skip
-    answer = driver.answer(driver.send("join_group", join, 5))
-    assert answer["error_code"] == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
-    # A classic group with members refuses a consumer-protocol member.
-    other = Driver()
-    other.send("join_group", join, 3)
-    answer = other.join("m1")
+    driver.send("join_group", join, 3)
+    answer = driver.join("m1")
     assert answer["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
 
 

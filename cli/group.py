@@ -1,14 +1,19 @@
 """``rlog group list|describe|reset-offsets|delete-offsets|delete``: consumer groups, as
 kafka-consumer-groups.sh.
 
-Everything goes through confluent-kafka's AdminClient, as with real Kafka: ListGroups,
-DescribeGroups, OffsetFetch (``list_consumer_group_offsets``), OffsetCommit without a member
+Everything goes through confluent-kafka's AdminClient, as with real Kafka: ListGroups (v5,
+which tells classic groups from consumer-protocol ones and filters by type), DescribeGroups,
+OffsetFetch (``list_consumer_group_offsets``), OffsetCommit without a member
 (``alter_consumer_group_offsets``), DeleteGroups, and ListOffsets for the log start / end
 offsets and offsets by time. confluent-kafka's AdminClient has no OffsetDelete, so
 ``delete-offsets`` speaks it through rlog's own wire client (:class:`rlog.cli.replicas.
 WireCluster`), as Kafka's admin client does: Metadata for the topics' partitions,
 FindCoordinator (key type 0), then OffsetDelete v0 at the coordinator, asked again while the
-coordinator moves or loads. The computations (lag rows, reset planning with Kafka's clamping,
+coordinator moves or loads. ``describe`` asks the same way, with ConsumerGroupDescribe v0,
+first: a group of the consumer group protocol (KIP-848) answers with its epochs and its members'
+target assignments (rendered by :mod:`rlog.cli.group_describe`), a classic or unknown one with
+GROUP_ID_NOT_FOUND, and DescribeGroups describes it instead, as Kafka's admin client does. The
+computations (lag rows, reset planning with Kafka's clamping,
 datetime and duration parsing, the deletion's outcome) are plain functions, so tests need no
 broker.
 
@@ -33,6 +38,7 @@ import typer
 from confluent_kafka import (
     ConsumerGroupState,
     ConsumerGroupTopicPartitions,
+    ConsumerGroupType,
     KafkaError,
     KafkaException,
     TopicPartition,
@@ -49,6 +55,21 @@ from rlog.cli.discovery import (
     kafka_error,
     resolve_bootstrap,
     settings_of,
+)
+from rlog.cli.group_describe import (
+    CLASSIC,
+    CONSUMER,
+    CONSUMER_MEMBERS_HEADERS,
+    CONSUMER_STATE_HEADERS,
+    ConsumerGroupDescription,
+    consumer_describe_document,
+    consumer_group_of,
+    consumer_members_rows,
+    consumer_state_row,
+    group_type_name,
+    parse_group_types,
+    protocol_note,
+    reconciling_notes,
 )
 from rlog.cli.terminal import CliError, ExitCode, Terminal
 from rlog.core.protocol.apis import ApiKey
@@ -79,7 +100,8 @@ DESCRIBE_HEADERS = (
     "CLIENT-ID",
 )
 MEMBERS_HEADERS = ("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS")
-STATE_HEADERS = ("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS")
+STATE_HEADERS = ("GROUP", "COORDINATOR (ID)", "TYPE", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS")
+LIST_TYPE_HEADERS = ("GROUP", "TYPE")  # list --type, as kafka-consumer-groups.sh --list --type
 RESET_HEADERS = ("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")
 DELETE_OFFSETS_HEADERS = ("TOPIC", "PARTITION", "STATUS")  # kafka-consumer-groups.sh's
 
@@ -102,7 +124,9 @@ STATE_NAMES = {
     ConsumerGroupState.DEAD: "Dead",
     ConsumerGroupState.EMPTY: "Empty",
 }
-REBALANCING = {"PreparingRebalance", "CompletingRebalance"}
+# The classic protocol's rebalance states, and the consumer protocol's (KIP-848) while the
+# assignor runs or members still move to their target assignments.
+REBALANCING = {"PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"}
 RESETTABLE = {"Empty", "Dead"}  # Kafka resets only a group without members
 # OffsetCommit answers for a member-less commit to a group that has members.
 _LIVE_MEMBER_ERRORS = {
@@ -145,6 +169,7 @@ class GroupView:
     assignment_strategy: str = ""
     coordinator: str | None = None  # "host:port (id)", as kafka-consumer-groups prints it
     exists: bool = True
+    group_type: str = CLASSIC  # "classic" (DescribeGroups) or "consumer" (KIP-848)
 
     @property
     def member_count(self) -> int:
@@ -278,6 +303,7 @@ def group_note(view: GroupView) -> str:
 def describe_document(view: GroupView, rows: Sequence[LagRow]) -> dict[str, Any]:
     return {
         "group": view.group,
+        "type": view.group_type,
         "state": view.state,
         "coordinator": view.coordinator,
         "assignment_strategy": view.assignment_strategy or None,
@@ -297,6 +323,7 @@ def state_row(view: GroupView) -> tuple[Any, ...]:
     return (
         view.group,
         view.coordinator,
+        view.group_type,
         view.assignment_strategy or None,
         view.state,
         view.member_count,
@@ -860,22 +887,134 @@ def delete_group_offsets(
     return answer
 
 
+def serves_api(cluster: replicas.WireCluster, api_key: ApiKey, version: int) -> bool:
+    """ApiVersions v0 at a bootstrap broker: does it serve this version of the API?"""
+    body = cluster.request_any(ApiKey.API_VERSIONS, 0, {})
+    return any(
+        entry["api_key"] == api_key and entry["min_version"] <= version <= entry["max_version"]
+        for entry in body.get("api_keys") or []
+    )
+
+
+def consumer_describe_error(group: str, answer: dict[str, Any]) -> CliError:
+    """A ConsumerGroupDescribe error other than GROUP_ID_NOT_FOUND, in one line."""
+    code = answer["error_code"]
+    if code == ErrorCode.INVALID_GROUP_ID:
+        return CliError(f"'{group}' is not a valid group id", ExitCode.USAGE)
+    reason = replicas.error_name(code)
+    if answer.get("error_message"):
+        reason += f" ({answer['error_message']})"
+    if code in COORDINATOR_RETRIABLE:
+        return CliError(
+            f"describe group '{group}' failed: its coordinator did not settle ({reason}); "
+            "try again",
+            ExitCode.TIMEOUT,
+        )
+    return CliError(f"describe group '{group}' failed: {reason}", ExitCode.FAILURE)
+
+
+def describe_consumer_group(
+    cluster: replicas.WireCluster, group: str, timeout_s: float
+) -> ConsumerGroupDescription | None:
+    """ConsumerGroupDescribe v0 at the group's coordinator, found again while it moves or
+    loads. None when the group is no consumer-protocol group (GROUP_ID_NOT_FOUND: a classic
+    group, or none at all) or the brokers do not serve the API: DescribeGroups is the one to
+    ask then, as Kafka's admin client does."""
+    if not serves_api(cluster, ApiKey.CONSUMER_GROUP_DESCRIBE, 0):
+        return None
+    replicas.fetch_metadata(cluster, [])  # the brokers' addresses, for FindCoordinator's id
+    deadline = time.monotonic() + timeout_s
+    request = {"group_ids": [group], "include_authorized_operations": False}
+    asked: list[int] = []
+
+    def ask_the_coordinator() -> dict[str, Any]:
+        node = group_coordinator(cluster, group, deadline)
+        asked.append(node)
+        body = cluster.request_at(node, ApiKey.CONSUMER_GROUP_DESCRIBE, 0, request)
+        if body is None:  # it went down: another broker coordinates the group soon
+            return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
+        for answer in body.get("groups") or []:
+            if answer.get("group_id") == group:
+                return answer
+        return {
+            "error_code": ErrorCode.UNKNOWN_SERVER_ERROR,
+            "error_message": "the answer did not name the group",
+        }
+
+    answer = _asking_until(deadline, ask_the_coordinator)
+    assert answer is not None
+    if answer["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND:
+        return None
+    if answer["error_code"] != ErrorCode.NONE:
+        raise consumer_describe_error(group, answer)
+    node = asked[-1]
+    address = cluster.brokers.get(node)
+    coordinator = f"{address[0]}:{address[1]} ({node})" if address else None
+    return consumer_group_of(answer, coordinator)
+
+
+def consumer_group_view(description: ConsumerGroupDescription) -> GroupView:
+    """The classic-shaped view of a consumer-protocol group, each member owning its current
+    assignment: what the lag table and the state note are made of."""
+    return GroupView(
+        group=description.group,
+        state=description.state,
+        members=tuple(
+            MemberView(
+                consumer_id=m.member_id,
+                client_id=m.client_id,
+                host=m.host,
+                partitions=m.assignment,
+                group_instance_id=m.instance_id,
+            )
+            for m in description.members
+        ),
+        assignment_strategy=description.assignor,
+        coordinator=description.coordinator,
+        group_type=CONSUMER,
+    )
+
+
 # -- commands ----------------------------------------------------------------------------
 
 
 @app.command("list")
 def list_groups(
     ctx: typer.Context,
+    group_types: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--type",
+            metavar="classic|consumer",
+            help="Only groups of this type, shown in a GROUP TYPE table (repeatable or "
+            "comma-separated: --type classic,consumer shows every group with its type).",
+            show_default=False,
+        ),
+    ] = None,
     json_out: JsonOption = False,
     bootstrap: BootstrapOption = None,
     data_dir: DataDirOption = None,
     properties: PropertyOption = None,
 ) -> None:
     """List consumer group ids, one a line (with --json: each group's state too, null where
-    the brokers do not report it)."""
+    the brokers do not report it).
+
+    With --type, as kafka-consumer-groups.sh --list --type: only the groups of the protocol
+    named, classic (JoinGroup/SyncGroup) or consumer (KIP-848), in a GROUP TYPE table (with
+    --json: each group's type too)."""
+    try:
+        types = parse_group_types(group_types)
+    except ValueError as exc:
+        raise CliError(str(exc), ExitCode.USAGE) from None
     settings = settings_of(ctx).override(bootstrap, data_dir)
     admin = open_admin(settings, properties)
-    future = admin.client.list_consumer_groups(request_timeout=settings.timeout_s)
+    if types:  # ListGroups v5's types_filter
+        wanted = {
+            ConsumerGroupType.CLASSIC if t == CLASSIC else ConsumerGroupType.CONSUMER for t in types
+        }
+        future = admin.client.list_consumer_groups(request_timeout=settings.timeout_s, types=wanted)
+    else:
+        future = admin.client.list_consumer_groups(request_timeout=settings.timeout_s)
     result = _result(admin, future, "list groups")
     errors = list(result.errors or [])
     listings = sorted(result.valid or [], key=lambda g: g.group_id)
@@ -883,9 +1022,27 @@ def list_groups(
         raise _cli_error(admin, errors[0], "list groups")
     for error in errors:  # some broker did not answer: the list may be incomplete
         settings.terminal.warn(f"list groups: {error.name()}: {error.str()}")
-    if json_out:
+    if types:
+        # The brokers filter; a group whose type they did not report is kept out as well.
+        listings = [g for g in listings if group_type_name(getattr(g, "type", None)) in types]
+    if json_out and types:
+        settings.terminal.json(
+            [
+                {
+                    "group": g.group_id,
+                    "state": _listed_state(g.state),
+                    "type": group_type_name(g.type),
+                }
+                for g in listings
+            ]
+        )
+    elif json_out:
         settings.terminal.json(
             [{"group": g.group_id, "state": _listed_state(g.state)} for g in listings]
+        )
+    elif types:
+        settings.terminal.table(
+            LIST_TYPE_HEADERS, [(g.group_id, group_type_name(g.type)) for g in listings]
         )
     else:
         settings.terminal.lines(g.group_id for g in listings)
@@ -919,14 +1076,18 @@ def describe(
     members: Annotated[
         bool,
         typer.Option(
-            "--members", help="One line per member: GROUP CONSUMER-ID HOST CLIENT-ID #PARTITIONS."
+            "--members",
+            help="One line per member: GROUP CONSUMER-ID HOST CLIENT-ID #PARTITIONS; for a "
+            "consumer-protocol group also MEMBER-EPOCH SUBSCRIPTION ASSIGNMENT "
+            "TARGET-ASSIGNMENT PENDING.",
         ),
     ] = False,
     state: Annotated[
         bool,
         typer.Option(
             "--state",
-            help="One line: GROUP COORDINATOR (ID) ASSIGNMENT-STRATEGY STATE #MEMBERS.",
+            help="One line: GROUP COORDINATOR (ID) TYPE ASSIGNMENT-STRATEGY STATE #MEMBERS; for "
+            "a consumer-protocol group GROUP-EPOCH ASSIGNMENT-EPOCH before #MEMBERS.",
         ),
     ] = False,
     bootstrap: BootstrapOption = None,
@@ -940,12 +1101,31 @@ def describe(
     start offset.
 
     The group's state and member count go to stderr ("Consumer group 'G' has no active
-    members." for a group without members). An unknown group is an error (exit 5)."""
+    members." for a group without members). An unknown group is an error (exit 5).
+
+    A group of the consumer group protocol (KIP-848, type consumer; ConsumerGroupDescribe) has
+    the same table, each member owning the partitions it owns now, and stderr also gives its
+    group and assignment epochs and names each member still reconciling, with the partitions
+    it has yet to revoke and to be assigned. --state adds its epochs; --members each member's
+    epoch, subscription, ASSIGNMENT (owned now), TARGET-ASSIGNMENT (what the assignor wants
+    it to own) and PENDING (+ still to get, - still to give up, behind-epoch-N while the
+    member has not reached the assignment epoch N: as Kafka, the coordinator does not report
+    the partitions a member has yet to release; "-" once it owns its target), in the form
+    TOPIC:P,P;TOPIC:P. A classic group (type classic) is described by DescribeGroups. --json
+    gives the same fields, and "type" (classic or consumer) for either kind."""
     if members and state:
         raise CliError("use either --members or --state, not both", ExitCode.USAGE)
     settings = settings_of(ctx).override(bootstrap, data_dir)
     admin = open_admin(settings, properties)
-    view, committed = _existing_group(admin, group)
+    cluster = replicas.WireCluster(admin.bootstrap, settings.timeout_s)
+    try:
+        consumer = describe_consumer_group(cluster, group, settings.timeout_s)
+    finally:
+        cluster.close()
+    if consumer is not None:
+        view, committed = consumer_group_view(consumer), committed_offsets(admin, group)
+    else:
+        view, committed = _existing_group(admin, group)
     owned = {key for m in view.members for key in m.partitions}
     log_ends = list_offsets(
         admin, {k for k, o in committed.items() if o is not None} | owned, OffsetSpec.latest()
@@ -955,13 +1135,25 @@ def describe(
     rows = lag_rows(group, committed, log_ends, view.members, log_starts)
     terminal = settings.terminal
     if json_out:
-        terminal.json(describe_document(view, rows))
+        if consumer is not None:
+            terminal.json(consumer_describe_document(consumer, [r.as_json() for r in rows]))
+        else:
+            terminal.json(describe_document(view, rows))
         return
     terminal.note(group_note(view))
+    if consumer is not None:
+        terminal.note(protocol_note(consumer))
+        for note in reconciling_notes(consumer):
+            terminal.note(note)
     if state:
-        terminal.table(STATE_HEADERS, [state_row(view)])
+        if consumer is not None:
+            terminal.table(CONSUMER_STATE_HEADERS, [consumer_state_row(consumer)])
+        else:
+            terminal.table(STATE_HEADERS, [state_row(view)])
     elif members:
-        if view.members:
+        if consumer is not None and consumer.members:
+            terminal.table(CONSUMER_MEMBERS_HEADERS, consumer_members_rows(consumer))
+        elif view.members:
             terminal.table(MEMBERS_HEADERS, members_rows(view))
     else:
         idle = idle_member_rows(group, view.members)

@@ -1,11 +1,12 @@
-"""Spark batch read of a 6-partition topic through format("rlog"), beside one confluent-kafka
-consumer reading the same topic (issue 6).
+"""Spark batch read and a streaming query's first micro-batch of a 6-partition topic through
+format("rlog"), beside one tuned confluent-kafka consumer reading the same topic (issues 6, 18).
 
 Starts a 1-broker cluster with ``rlog cluster up`` on a free port in a temporary data dir, fills
 a 6-partition topic with ``rlog bench produce``, then times (a) one confluent-kafka consumer
-reading every record and (b) ``spark.read.format("rlog")...load()`` counted with a `noop` write
-so every row really goes through Spark (local[2]). Prints records/s and the ratio, stops the
-cluster and removes the data dir.
+reading every record, (b) ``spark.read.format("rlog")...load()`` written to Spark's `noop` sink so
+every row really goes through Spark (local[2]) and (c) a ``readStream`` query from the earliest
+offsets with ``Trigger.AvailableNow`` (one micro-batch) into the `noop` sink. Prints each one's
+records/s (medians) and its ratio to the consumer, stops the cluster and removes the data dir.
 
     python benchmarks/bench_spark.py [--num-records 1000000] [--record-size 100] [--repeats 3]
 """
@@ -40,6 +41,8 @@ def consume_all(bootstrap: str, count: int) -> float:
             "group.id": f"bench-{uuid.uuid4().hex}",
             "enable.auto.commit": False,
             **CONSUMER_PROPS,
+            # librdkafka otherwise waits 1 s before refilling a full fetch queue.
+            "fetch.queue.backoff.ms": "0",
         }
     )
     consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
@@ -70,6 +73,34 @@ def spark_read_all(spark, bootstrap: str, count: int) -> float:
     elapsed = time.perf_counter() - started
     assert frame.count() == count, "spark did not read every record"
     return elapsed
+
+
+def spark_stream_first_batch(spark, bootstrap: str, count: int) -> tuple[float, float]:
+    """Seconds of a streaming query's first micro-batch reading the whole topic (AvailableNow
+    with no read limit plans one batch): (the batch's own time as Spark's progress reports it,
+    `durationMs.triggerExecution`: planning, reading, committing; the whole query from start()
+    to its end, which adds starting the query and its driver-side Python source process)."""
+    checkpoint = tempfile.mkdtemp(prefix="rlog-bench-spark-ckpt-")
+    try:
+        started = time.perf_counter()
+        query = (
+            spark.readStream.format("rlog")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", TOPIC)
+            .option("startingOffsets", "earliest")
+            .load()
+            .writeStream.format("noop")
+            .option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        elapsed = time.perf_counter() - started
+        batches = [p for p in query.recentProgress if p["numInputRows"]]
+        assert len(batches) == 1 and batches[0]["numInputRows"] == count, batches
+        return batches[0]["durationMs"]["triggerExecution"] / 1000, elapsed
+    finally:
+        shutil.rmtree(checkpoint, ignore_errors=True)
 
 
 def main() -> None:
@@ -105,23 +136,42 @@ def main() -> None:
         )
         spark.sparkContext.setLogLevel("ERROR")
         register(spark)
-        consumer_s, spark_s = [], []
+        # One untimed batch read first: the JVM's JIT and Spark's Python workers warm up.
+        spark_read_all(spark, bootstrap, args.num_records)
+        timings: dict[str, list[float]] = {
+            "consumer": [], "batch": [], "stream batch": [], "stream query": []
+        }  # fmt: skip
         for repeat in range(1, args.repeats + 1):
-            consumer_s.append(consume_all(bootstrap, args.num_records))
-            spark_s.append(spark_read_all(spark, bootstrap, args.num_records))
+            timings["consumer"].append(consume_all(bootstrap, args.num_records))
+            timings["batch"].append(spark_read_all(spark, bootstrap, args.num_records))
+            micro_batch, query = spark_stream_first_batch(spark, bootstrap, args.num_records)
+            timings["stream batch"].append(micro_batch)
+            timings["stream query"].append(query)
             print(
-                f"run {repeat}: consumer {args.num_records / consumer_s[-1]:,.0f} rec/s, "
-                f"spark {args.num_records / spark_s[-1]:,.0f} rec/s",
+                f"run {repeat}: "
+                + ", ".join(
+                    f"{name} {args.num_records / seconds[-1]:,.0f} rec/s"
+                    for name, seconds in timings.items()
+                ),
                 flush=True,
             )
-        consumer_rate = args.num_records / statistics.median(consumer_s)
-        spark_rate = args.num_records / statistics.median(spark_s)
+        rates = {
+            name: args.num_records / statistics.median(seconds) for name, seconds in timings.items()
+        }
+        consumer_rate = rates["consumer"]
         print(
             f"median of {args.repeats}, {args.num_records:,} x {args.record_size} B, "
-            f"{PARTITIONS} partitions: confluent-kafka consumer {consumer_rate:,.0f} rec/s, "
-            f"spark format('rlog') local[2] {spark_rate:,.0f} rec/s, "
-            f"ratio spark/consumer {spark_rate / consumer_rate:.2f}"
+            f"{PARTITIONS} partitions: confluent-kafka consumer {consumer_rate:,.0f} rec/s"
         )
+        for name, label in (
+            ("batch", "spark.read batch read"),
+            ("stream batch", "readStream first micro-batch (Spark's triggerExecution)"),
+            ("stream query", "readStream query, start() to end"),
+        ):
+            print(
+                f"  format('rlog') local[2] {label}: {rates[name]:,.0f} rec/s, "
+                f"ratio to the consumer {rates[name] / consumer_rate:.2f}"
+            )
     finally:
         if spark is not None:
             spark.stop()

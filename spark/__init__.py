@@ -7,14 +7,15 @@
     df.write.format("rlog").mode("append").option("kafka.bootstrap.servers", "...")
       .option("topic", "out").save()
 
-Options are Spark's Kafka source's (subscribe, subscribePattern, assign, startingOffsets,
-endingOffsets, maxOffsetsPerTrigger, failOnDataLoss, includeHeaders, kafka.*), plus one of rlog's
-own: a streaming read with `.option("commitGroup", "dashboard")` commits each finished batch's
-end offsets to that consumer group, so `rlog group describe dashboard` and the TUI show the
-query's lag. The checkpoint stays the source of truth: the group is only a view. A streaming
-write with `.option("exactlyOnce", "true")` writes each task of each micro-batch in one Kafka
-transaction and skips batches a restarted query replays (writer.py; `transactionalIdPrefix`,
-`markerTopic`), so read_committed consumers see every row once.
+Options are Spark's Kafka source's (the table in spark/README.md: subscribe, subscribePattern,
+assign, starting/ending offsets and timestamps, maxOffsetsPerTrigger, minOffsetsPerTrigger,
+maxTriggerDelay, minPartitions, failOnDataLoss, includeHeaders, groupIdPrefix, kafka.*; an unknown
+option is an error), plus one of rlog's own: a streaming read with `.option("commitGroup",
+"dashboard")` commits each finished batch's end offsets to that consumer group, so `rlog group
+describe dashboard` and the TUI show the query's lag. The checkpoint stays the source of truth: the
+group is only a view. A streaming write with `.option("exactlyOnce", "true")` writes each task of
+each micro-batch in one Kafka transaction and skips batches a restarted query replays (writer.py;
+`transactionalIdPrefix`, `markerTopic`), so read_committed consumers see every row once.
 
 Python data sources accept only the append and overwrite save modes, so batch writes need
 `.mode("append")` (Spark's Kafka sink also accepts the default ErrorIfExists).

@@ -29,9 +29,21 @@ class RlogBatchReader(DataSourceReader):
         with metadata_consumer(self.options) as consumer:
             keys = topic_partitions(consumer, self.options)
             marks = watermarks(consumer, keys)
-            starting = resolve(consumer, self.options.starting, keys, marks, missing=EARLIEST)
+            starting = resolve(
+                consumer,
+                self.options.starting,
+                keys,
+                marks,
+                missing=EARLIEST,
+                no_match=self.options.timestamp_strategy,
+            )
             ending = resolve(consumer, self.options.ending, keys, marks, missing=LATEST)
-        ranges = split_ranges(starting, ending, self.options.max_records_per_partition)
+        ranges = split_ranges(
+            starting,
+            ending,
+            self.options.max_records_per_partition,
+            self.options.min_partitions,
+        )
         # Spark needs at least one partition to run a read; an empty range reads nothing.
         return ranges or [OffsetRange("", 0, 0, 0)]
 

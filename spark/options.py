@@ -21,11 +21,44 @@ class RlogOptionError(ValueError):
 
 @dataclass(frozen=True)
 class OffsetSpec:
-    """`earliest`, `latest`, or per-partition offsets {(topic, partition): offset or -2/-1}."""
+    """`earliest`, `latest`, per-partition offsets {(topic, partition): offset or -2/-1}, or
+    timestamps: one for every partition (`timestamp_ms`) or one per partition (`timestamps`)."""
 
     kind: str  # "earliest" | "latest" | "json" | "timestamp"
     offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     timestamp_ms: int | None = None
+    timestamps: dict[tuple[str, int], int] = field(default_factory=dict)
+
+
+# Spark's Kafka-source options (lower case, as Spark hands them over), then rlog's own.
+KAFKA_SOURCE_OPTIONS = (
+    "assign",
+    "subscribe",
+    "subscribePattern",
+    "startingOffsets",
+    "endingOffsets",
+    "startingOffsetsByTimestamp",
+    "endingOffsetsByTimestamp",
+    "startingTimestamp",
+    "endingTimestamp",
+    "startingOffsetsByTimestampStrategy",
+    "maxOffsetsPerTrigger",
+    "minOffsetsPerTrigger",
+    "maxTriggerDelay",
+    "minPartitions",
+    "maxRecordsPerPartition",
+    "failOnDataLoss",
+    "includeHeaders",
+    "groupIdPrefix",
+    "kafkaConsumer.pollTimeoutMs",
+    "fetchOffset.numRetries",
+    "fetchOffset.retryIntervalMs",
+)
+RLOG_SOURCE_OPTIONS = ("commitGroup", "bootstrap.servers")
+STREAMING_ONLY_OPTIONS = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay")
+BATCH_ONLY_OPTIONS = ("endingOffsets", "endingOffsetsByTimestamp", "endingTimestamp")
+DEFAULT_GROUP_ID_PREFIX = "spark-kafka-source"
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
 
 
 @dataclass(frozen=True)
@@ -41,6 +74,16 @@ class ReadOptions:
     max_records_per_partition: int | None
     max_offsets_per_trigger: int | None
     poll_timeout_ms: int
+    # startingOffsetsByTimestampStrategy: "error" (no offset matches a starting timestamp: fail)
+    # or "latest" (start that partition at its latest offset).
+    timestamp_strategy: str = "error"
+    # A streaming trigger with fewer new records than this waits, up to max_trigger_delay_ms.
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
+    # At least this many Spark partitions: big offset ranges are cut into pieces.
+    min_partitions: int | None = None
+    # Consumers this read makes are in group `{group_id_prefix}-{uuid}` unless kafka.group.id.
+    group_id_prefix: str = DEFAULT_GROUP_ID_PREFIX
     # A consumer group the streaming read commits each finished batch's end offsets to, so
     # `rlog group describe` and the TUI show the query's lag; the checkpoint stays the truth.
     commit_group: str | None = None
@@ -86,11 +129,14 @@ def client_config(options: Mapping[str, str]) -> dict[str, str]:
     return config
 
 
-def consumer_config(config: Mapping[str, str]) -> dict[str, object]:
-    """A confluent-kafka Consumer config for assign()-style reads; nothing is ever committed."""
+def consumer_config(
+    config: Mapping[str, str], group_id_prefix: str = DEFAULT_GROUP_ID_PREFIX
+) -> dict[str, object]:
+    """A confluent-kafka Consumer config for assign()-style reads; nothing is ever committed.
+    `kafka.group.id` (in `config`) wins over the generated `{groupIdPrefix}-{uuid}`."""
     merged: dict[str, object] = {
         # librdkafka needs a group id even for assign(); it is never used to commit.
-        "group.id": f"rlog-spark-{uuid.uuid4().hex}",
+        "group.id": f"{group_id_prefix}-{uuid.uuid4().hex}",
         "isolation.level": "read_committed",
         "enable.partition.eof": True,
         # An offset below the log start jumps to the earliest record, which the reader then
@@ -122,6 +168,72 @@ def _offset_spec(text: str | None, default: str, name: str) -> OffsetSpec:
             f'{{"topic":{{"0":23,"1":-2}}}}, got {text!r}'
         ) from error
     return OffsetSpec("json", offsets)
+
+
+def _timestamps_json(text: str, name: str) -> dict[tuple[str, int], int]:
+    try:
+        parsed = json.loads(text)
+        return {
+            (str(topic), int(partition)): int(timestamp)
+            for topic, per_partition in parsed.items()
+            for partition, timestamp in per_partition.items()
+        }
+    except (ValueError, AttributeError, TypeError) as error:
+        raise RlogOptionError(
+            f'option \'{name}\' must be JSON like {{"topic":{{"0":1700000000000}}}} '
+            f"(milliseconds), got {text!r}"
+        ) from error
+
+
+def _timestamp_ms(lowered: Mapping[str, str], name: str) -> int:
+    try:
+        return int(lowered[name.lower()])
+    except ValueError as error:
+        raise RlogOptionError(f"option '{name}' must be milliseconds since the epoch") from error
+
+
+def _position(lowered: Mapping[str, str], side: str, default: str) -> OffsetSpec:
+    """startingX / endingX: `{side}Timestamp` beats `{side}OffsetsByTimestamp` beats
+    `{side}Offsets`, as in Spark."""
+    if f"{side}timestamp" in lowered:
+        return OffsetSpec("timestamp", timestamp_ms=_timestamp_ms(lowered, f"{side}Timestamp"))
+    by_timestamp = f"{side}offsetsbytimestamp"
+    if by_timestamp in lowered:
+        return OffsetSpec(
+            "timestamp",
+            timestamps=_timestamps_json(lowered[by_timestamp], f"{side}OffsetsByTimestamp"),
+        )
+    return _offset_spec(lowered.get(f"{side}offsets"), default, f"{side}Offsets")
+
+
+def _duration_ms(lowered: Mapping[str, str], name: str, default: int) -> int:
+    """Spark's durations: `15m`, `30s`, `500ms`, `1h`, `1d`, or bare milliseconds."""
+    text = lowered.get(name.lower())
+    if text is None:
+        return default
+    match = re.fullmatch(r"\s*(\d+)\s*(ms|s|m|min|h|d)?\s*", text.lower())
+    if match is None:
+        raise RlogOptionError(f"option '{name}' must be a duration like 15m, 30s or 500ms")
+    unit = {None: 1, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}.get(
+        match.group(2), 86_400_000
+    )
+    return int(match.group(1)) * unit
+
+
+def _check_known(lowered: Mapping[str, str], streaming: bool) -> None:
+    known = {name.lower() for name in (*KAFKA_SOURCE_OPTIONS, *RLOG_SOURCE_OPTIONS)}
+    unknown = sorted(k for k in lowered if k not in known and not k.startswith("kafka."))
+    if unknown:
+        raise RlogOptionError(
+            f"unknown option(s) {', '.join(map(repr, unknown))} for format('rlog'); the options "
+            f"are Spark's Kafka source's: {', '.join(KAFKA_SOURCE_OPTIONS)}, kafka.*; and "
+            f"rlog's: {', '.join(RLOG_SOURCE_OPTIONS)}"
+        )
+    misplaced = BATCH_ONLY_OPTIONS if streaming else STREAMING_ONLY_OPTIONS
+    for name in misplaced:
+        if name.lower() in lowered:
+            kind = "batch" if streaming else "streaming"
+            raise RlogOptionError(f"option '{name}' is for {kind} queries only")
 
 
 def _positive_int(lowered: Mapping[str, str], name: str) -> int | None:
@@ -166,16 +278,18 @@ def _subscription(lowered: Mapping[str, str]) -> tuple[str, str]:
 
 def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
     lowered = _lower(options)
-    starting = _offset_spec(
-        lowered.get("startingoffsets"), "latest" if streaming else "earliest", "startingOffsets"
-    )
-    if "startingtimestamp" in lowered:
-        try:
-            timestamp_ms = int(lowered["startingtimestamp"])
-        except ValueError as error:
-            raise RlogOptionError("option 'startingTimestamp' must be milliseconds") from error
-        starting = OffsetSpec("timestamp", timestamp_ms=timestamp_ms)
-    ending = _offset_spec(lowered.get("endingoffsets"), "latest", "endingOffsets")
+    _check_known(lowered, streaming)
+    starting = _position(lowered, "starting", "latest" if streaming else "earliest")
+    ending = _position(lowered, "ending", "latest")
+    strategy = lowered.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+    if strategy not in ("error", "latest"):
+        raise RlogOptionError(
+            f"option 'startingOffsetsByTimestampStrategy' must be 'error' or 'latest', got "
+            f"{strategy!r}"
+        )
+    group_id_prefix = lowered.get("groupidprefix", DEFAULT_GROUP_ID_PREFIX).strip()
+    if not group_id_prefix:
+        raise RlogOptionError("option 'groupIdPrefix' must not be empty")
     if not streaming:
         if starting.kind == "latest" or LATEST in starting.offsets.values():
             raise RlogOptionError("startingOffsets 'latest' (-1) is not allowed for batch queries")
@@ -192,6 +306,11 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         max_offsets_per_trigger=_positive_int(lowered, "maxOffsetsPerTrigger"),
         poll_timeout_ms=_positive_int(lowered, "kafkaConsumer.pollTimeoutMs") or 120_000,
         commit_group=_commit_group(lowered, streaming),
+        timestamp_strategy=strategy,
+        min_offsets_per_trigger=_positive_int(lowered, "minOffsetsPerTrigger"),
+        max_trigger_delay_ms=_duration_ms(lowered, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_MS),
+        min_partitions=_positive_int(lowered, "minPartitions"),
+        group_id_prefix=group_id_prefix,
     )
 
 

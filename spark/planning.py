@@ -11,6 +11,7 @@ import re
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from itertools import pairwise
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from pyspark.sql.datasource import InputPartition
@@ -69,7 +70,7 @@ def from_json_offsets(offsets: Mapping[str, Mapping[str, int]]) -> Offsets:
 
 @contextmanager
 def metadata_consumer(options: ReadOptions) -> Iterator[Consumer]:
-    consumer = Consumer(consumer_config(options.client_config))
+    consumer = Consumer(consumer_config(options.client_config, options.group_id_prefix))
     try:
         yield consumer
     finally:
@@ -142,11 +143,10 @@ def _watermark(consumer: Consumer, key: TopicPartitionKey) -> tuple[int, int]:
             time.sleep(0.2)
 
 
-def offsets_for_timestamp(
-    consumer: Consumer, keys: list[TopicPartitionKey], timestamp_ms: int
-) -> Offsets:
-    """First offset with timestamp >= timestamp_ms; -1 (none that late) maps to latest."""
-    asked = [TopicPartition(topic, partition, timestamp_ms) for topic, partition in keys]
+def offsets_for_timestamps(consumer: Consumer, timestamps: Offsets) -> Offsets:
+    """For each partition, the first offset whose timestamp is >= its timestamp (ms), or -1
+    when no record is that late."""
+    asked = [TopicPartition(t, p, ms) for (t, p), ms in sorted(timestamps.items())]
     answered = consumer.offsets_for_times(asked, timeout=REQUEST_TIMEOUT_S)
     return {(tp.topic, tp.partition): tp.offset for tp in answered}
 
@@ -158,34 +158,70 @@ def resolve(
     marks: dict[TopicPartitionKey, tuple[int, int]],
     *,
     missing: int,
+    no_match: str = "latest",
 ) -> Offsets:
     """Concrete offsets for `spec`. A partition a JSON spec does not name gets `missing`
-    (EARLIEST or LATEST); -2/-1 in the JSON mean earliest/latest, as in Spark."""
+    (EARLIEST or LATEST); -2/-1 in the JSON mean earliest/latest, as in Spark. A timestamp no
+    record reaches gives the latest offset, or fails with no_match="error"."""
     if spec.kind == "timestamp":
-        assert spec.timestamp_ms is not None
-        found = offsets_for_timestamp(consumer, keys, spec.timestamp_ms)
-        return {key: marks[key][1] if found[key] < 0 else found[key] for key in keys}
+        if spec.timestamp_ms is not None:
+            wanted = dict.fromkeys(keys, spec.timestamp_ms)
+        else:
+            absent = [f"{t}-{p}" for t, p in keys if (t, p) not in spec.timestamps]
+            if absent:
+                raise RlogOptionError(
+                    "an OffsetsByTimestamp option must give a timestamp for every partition "
+                    f"read; missing: {', '.join(absent)}"
+                )
+            wanted = {key: spec.timestamps[key] for key in keys}
+        found = offsets_for_timestamps(consumer, wanted) if wanted else {}
+        resolved: Offsets = {}
+        for key in keys:
+            if found[key] >= 0:
+                resolved[key] = found[key]
+            elif no_match == "error":
+                raise RlogOptionError(
+                    f"no record of {key[0]}-{key[1]} has a timestamp >= {wanted[key]}; set "
+                    "startingOffsetsByTimestampStrategy=latest to start such partitions at "
+                    "their latest offset"
+                )
+            else:
+                resolved[key] = marks[key][1]
+        return resolved
     default = {"earliest": EARLIEST, "latest": LATEST}.get(spec.kind, missing)
-    resolved: Offsets = {}
+    resolved = {}
     for key in keys:
         low, high = marks[key]
-        wanted = spec.offsets.get(key, default)
-        resolved[key] = low if wanted == EARLIEST else high if wanted == LATEST else wanted
+        wanted_offset = spec.offsets.get(key, default)
+        resolved[key] = (
+            low if wanted_offset == EARLIEST else high if wanted_offset == LATEST else wanted_offset
+        )
     return resolved
 
 
 def split_ranges(
-    starting: Offsets, ending: Offsets, max_records_per_partition: int | None
+    starting: Offsets,
+    ending: Offsets,
+    max_records_per_partition: int | None,
+    min_partitions: int | None = None,
 ) -> list[OffsetRange]:
-    """One range per topic-partition, cut into pieces of at most max_records_per_partition."""
-    ranges: list[OffsetRange] = []
+    """One range per topic-partition, cut into pieces of at most max_records_per_partition;
+    then, while there are fewer than min_partitions pieces, the pieces are cut again, each into
+    a number of equal parts in proportion to its size, so every core gets a share."""
+    pieces: list[tuple[TopicPartitionKey, int, int]] = []
     for key in sorted(ending):
         start, end = starting.get(key, 0), ending[key]
         if end <= start:
             continue
         step = max_records_per_partition or (end - start)
-        ranges.extend(
-            OffsetRange(key[0], key[1], low, min(low + step, end))
-            for low in range(start, end, step)
-        )
-    return ranges
+        pieces.extend((key, low, min(low + step, end)) for low in range(start, end, step))
+    if min_partitions and len(pieces) < min_partitions:
+        total = sum(end - start for _key, start, end in pieces)
+        cut: list[tuple[TopicPartitionKey, int, int]] = []
+        for key, start, end in pieces:
+            size = end - start
+            parts = min(size, max(1, -(-size * min_partitions // total)))  # ceiling
+            bounds = [start + size * i // parts for i in range(parts + 1)]
+            cut.extend((key, low, high) for low, high in pairwise(bounds))
+        pieces = cut
+    return [OffsetRange(key[0], key[1], low, high) for key, low, high in pieces]

@@ -1,4 +1,4 @@
-"""Executor side of reading: one offset range fetched with assign(), turned into Arrow batches.
+"""Executor side of reading: one offset range fetched from its leader, turned into Arrow batches.
 
 Shared by the batch and the stream reader; runs in Spark's Python workers.
 """
@@ -8,8 +8,8 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
+import numpy as np
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaError, TopicPartition
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -21,8 +21,19 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from .options import ReadOptions, consumer_config
-from .planning import OffsetRange, RlogDataLossError
+from .batch_decode import arrow_batch, batches_in, chunk_bounds, decode, visible_batches
+from .kafka_wire import (
+    OFFSET_OUT_OF_RANGE,
+    READ_COMMITTED,
+    FetchedPartition,
+    FetchSettings,
+    KafkaWireError,
+    PartitionClient,
+    RetriableWireError,
+    retry_pause,
+)
+from .options import ReadOptions
+from .planning import OffsetRange, RlogDataLossError, metadata_consumer, watermarks
 
 # Rows per Arrow batch handed to Spark (Spark's own default arrow batch size).
 ROWS_PER_BATCH = 10_000
@@ -60,106 +71,111 @@ def arrow_schema(schema: StructType) -> pa.Schema:
         return to_arrow_schema(schema)
 
 
-# confluent-kafka timestamp types -> Kafka's TimestampType ids, as Spark reports them.
-TIMESTAMP_TYPES = {0: -1, 1: 0, 2: 1}
-
-
-class _Columns:
-    def __init__(self, include_headers: bool) -> None:
-        self.include_headers = include_headers
-        self.clear()
-
-    def clear(self) -> None:
-        self.keys: list[bytes | None] = []
-        self.values: list[bytes | None] = []
-        self.offsets: list[int] = []
-        self.timestamps_us: list[int | None] = []
-        self.timestamp_types: list[int] = []
-        self.headers: list[list[dict[str, object]] | None] = []
-
-    def __len__(self) -> int:
-        return len(self.offsets)
-
-    def add(self, message: object) -> None:
-        self.keys.append(message.key())  # type: ignore[attr-defined]
-        self.values.append(message.value())  # type: ignore[attr-defined]
-        self.offsets.append(message.offset())  # type: ignore[attr-defined]
-        kind, timestamp_ms = message.timestamp()  # type: ignore[attr-defined]
-        self.timestamps_us.append(None if kind == 0 else timestamp_ms * 1000)
-        self.timestamp_types.append(TIMESTAMP_TYPES.get(kind, -1))
-        if self.include_headers:
-            raw = message.headers()  # type: ignore[attr-defined]
-            self.headers.append([{"key": k, "value": v} for k, v in raw] if raw else [])
-
-    def batch(self, schema: pa.Schema, topic: str, partition: int) -> pa.RecordBatch:
-        count = len(self)
-        arrays = [
-            pa.array(self.keys, type=schema.field("key").type),
-            pa.array(self.values, type=schema.field("value").type),
-            pa.array([topic] * count, type=schema.field("topic").type),
-            pa.array([partition] * count, type=schema.field("partition").type),
-            pa.array(self.offsets, type=schema.field("offset").type),
-            pa.array(self.timestamps_us, type=schema.field("timestamp").type),
-            pa.array(self.timestamp_types, type=schema.field("timestampType").type),
-        ]
-        if self.include_headers:
-            arrays.append(pa.array(self.headers, type=schema.field("headers").type))
-        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+# Most rows in one Arrow batch handed to Spark, and most key and value bytes (Arrow's binary
+# offsets are 32-bit).
+ROWS_PER_BATCH = 65_536
+BYTES_PER_BATCH = 256 << 20
 
 
 def read_range(
     options: ReadOptions, schema: StructType, piece: OffsetRange
 ) -> Iterator[pa.RecordBatch]:
-    """Every record of [from_offset, until_offset), in offset order, as Arrow batches."""
+    """Every record of [from_offset, until_offset), in offset order, as Arrow batches.
+
+    The batches are fetched raw from the partition's leader and turned into columns in bulk
+    (batch_decode.py). Offsets the log no longer has are data loss (failOnDataLoss); gaps inside
+    the range (compaction, transaction markers, aborted transactions) are not."""
     if piece.until_offset <= piece.from_offset:
         return
     target = arrow_schema(schema)
-    columns = _Columns(include_headers="headers" in schema.fieldNames())
-    consumer = Consumer(consumer_config(options.client_config))
+    settings = FetchSettings.from_config(options.client_config)
+    client = PartitionClient(settings, piece.topic, piece.partition)
+    position = piece.from_offset  # the next offset to read
+    deadline = time.monotonic() + options.poll_timeout_ms / 1000
+    failures = 0
     try:
-        consumer.assign([TopicPartition(piece.topic, piece.partition, piece.from_offset)])
-        expected = piece.from_offset  # next offset we have not seen
-        deadline = time.monotonic() + options.poll_timeout_ms / 1000
-        while expected < piece.until_offset:
-            messages = consumer.consume(num_messages=MESSAGES_PER_CONSUME, timeout=0.5)
-            if not messages and time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"no records from {piece} within kafkaConsumer.pollTimeoutMs="
-                    f"{options.poll_timeout_ms}; stuck before offset {expected}"
-                )
-            for message in messages:
-                error = message.error()
-                if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        # The log ends (high watermark) at message.offset().
-                        if message.offset() < piece.until_offset:
-                            _data_lost(
-                                options,
-                                f"{piece}: the log ends at {message.offset()}, before "
-                                f"{piece.until_offset}",
-                            )
-                        expected = piece.until_offset
-                        break
-                    raise RuntimeError(f"reading {piece}: {error}")
-                offset = message.offset()
-                if offset >= piece.until_offset:
-                    expected = piece.until_offset
-                    break
-                if offset > expected and expected == piece.from_offset:
-                    # The first record is later than asked: earlier ones were deleted.
-                    # (Later gaps are compaction or control records, which is not data loss.)
-                    _data_lost(options, f"{piece}: records before offset {offset} are gone")
-                expected = offset + 1
-                columns.add(message)
-                if len(columns) >= ROWS_PER_BATCH:
-                    yield columns.batch(target, piece.topic, piece.partition)
-                    columns.clear()
-            if messages:
-                deadline = time.monotonic() + options.poll_timeout_ms / 1000
-        if len(columns):
-            yield columns.batch(target, piece.topic, piece.partition)
+        while position < piece.until_offset:
+            try:
+                if client.in_flight == 0:
+                    client.request(position)
+                fetched = client.answer()
+            except RetriableWireError as error:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"no records from {piece} within kafkaConsumer.pollTimeoutMs="
+                        f"{options.poll_timeout_ms}; stuck before offset {position}: {error}"
+                    ) from error
+                retry_pause(failures)
+                failures += 1
+                continue
+            failures = 0
+            if fetched.error == OFFSET_OUT_OF_RANGE:
+                client.close()
+                position = _out_of_range(options, piece, position)
+                continue
+            if fetched.error != 0:
+                raise KafkaWireError(f"fetching {piece} at {position}: Kafka error {fetched.error}")
+            buf = np.frombuffer(fetched.frame, np.uint8)
+            batches = batches_in(buf, fetched.records_start, fetched.records_end)
+            if len(batches) == 0:
+                if fetched.records_end > fetched.records_start:
+                    raise KafkaWireError(
+                        f"a record batch of {piece} at {position} is larger than "
+                        "kafka.max.partition.fetch.bytes; raise it"
+                    )
+                position = _at_log_end(options, piece, position, fetched, deadline)
+                continue
+            deadline = time.monotonic() + options.poll_timeout_ms / 1000
+            next_position = max(position, int(batches.next_offsets[-1]))
+            if next_position < piece.until_offset:
+                client.request(next_position)  # the broker reads on while we decode
+            # Aborted transactions are hidden from read_committed readers only.
+            aborted = fetched.aborted if settings.isolation_level == READ_COMMITTED else []
+            batches = batches.take(visible_batches(batches, buf, aborted))
+            records = decode(buf, batches, position, piece.until_offset)
+            for start, stop in chunk_bounds(records, ROWS_PER_BATCH, BYTES_PER_BATCH):
+                yield arrow_batch(records.slice(start, stop), target, piece.topic, piece.partition)
+            position = next_position
     finally:
-        consumer.close()
+        client.close()
+
+
+def _out_of_range(options: ReadOptions, piece: OffsetRange, position: int) -> int:
+    """Where to go on when the leader says `position` is outside its log."""
+    with metadata_consumer(options) as consumer:
+        ((low, high),) = watermarks(consumer, [(piece.topic, piece.partition)]).values()
+    if position < low:
+        _data_lost(options, f"{piece}: records before offset {low} are gone")
+        return low
+    if position >= high:
+        _data_lost(options, f"{piece}: the log ends at {high}, before {piece.until_offset}")
+        return piece.until_offset
+    return position  # the log moved while we asked (a new leader); read again
+
+
+def _at_log_end(
+    options: ReadOptions,
+    piece: OffsetRange,
+    position: int,
+    fetched: FetchedPartition,
+    deadline: float,
+) -> int:
+    """Nothing to read at `position`, yet the range goes on: truncated, or an open transaction."""
+    if position >= fetched.high_watermark:
+        _data_lost(
+            options,
+            f"{piece}: the log ends at {fetched.high_watermark}, before {piece.until_offset}",
+        )
+        return piece.until_offset
+    # read_committed stops at the last stable offset: a transaction is still open. Wait for it
+    # (each fetch already long-polls) as long as kafkaConsumer.pollTimeoutMs allows.
+    if time.monotonic() > deadline:
+        raise TimeoutError(
+            f"no records from {piece} within kafkaConsumer.pollTimeoutMs="
+            f"{options.poll_timeout_ms}; stuck before offset {position} (last stable offset "
+            f"{fetched.last_stable_offset}: a transaction is open)"
+        )
+    return position
 
 
 def _data_lost(options: ReadOptions, message: str) -> None:

@@ -6,6 +6,7 @@ partition; restarting from a checkpoint resumes at the committed end: nothing sk
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
@@ -33,11 +34,12 @@ try:  # pyspark >= 4.2: admission control and Trigger.AvailableNow
         ReadAllAvailable,
         ReadLimit,
         ReadMaxRows,
+        ReadMinRows,
         SupportsTriggerAvailableNow,
     )
 except ImportError:  # pyspark 4.0 / 4.1
     ReadLimit = object  # type: ignore[assignment,misc]
-    ReadAllAvailable = ReadMaxRows = None  # type: ignore[assignment,misc]
+    ReadAllAvailable = ReadMaxRows = ReadMinRows = None  # type: ignore[assignment,misc]
 
     class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
         pass
@@ -70,6 +72,8 @@ class RlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # pyspark 4.0 calls latestOffset() without a start: remember where the last batch ended.
         self._last_end: Offsets | None = None
         self._progress_shown: Offsets | None = None  # what commitGroup last got
+        # minOffsetsPerTrigger waits at most maxTriggerDelay since the last batch (or the start).
+        self._last_batch_at = time.monotonic()
 
     # --- driver side ---------------------------------------------------------------------
 
@@ -77,7 +81,14 @@ class RlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         with metadata_consumer(self.options) as consumer:
             keys = topic_partitions(consumer, self.options)
             marks = watermarks(consumer, keys)
-            starting = resolve(consumer, self.options.starting, keys, marks, missing=EARLIEST)
+            starting = resolve(
+                consumer,
+                self.options.starting,
+                keys,
+                marks,
+                missing=EARLIEST,
+                no_match=self.options.timestamp_strategy,
+            )
         return to_json_offsets(starting)
 
     def _latest(self) -> Offsets:
@@ -86,8 +97,12 @@ class RlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return {key: high for key, (_low, high) in watermarks(consumer, keys).items()}
 
     def getDefaultReadLimit(self) -> ReadLimit:
+        # PySpark has no composite limit: maxOffsetsPerTrigger goes to Spark, and
+        # minOffsetsPerTrigger, when both are set, is applied from the options.
         if self.options.max_offsets_per_trigger and ReadMaxRows is not None:
             return ReadMaxRows(self.options.max_offsets_per_trigger)
+        if self.options.min_offsets_per_trigger and ReadMinRows is not None:
+            return ReadMinRows(self.options.min_offsets_per_trigger)
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -105,9 +120,15 @@ class RlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if begin is not None:
             # A partition new since `begin` starts at 0 (its earliest), as in Spark.
             latest = {key: max(end, begin.get(key, 0)) for key, end in latest.items()}
+            since = {k: begin.get(k, 0) for k in latest}
+            if self._too_few(since, latest, limit):
+                # No new batch yet: hand back where the last one ended.
+                return start if start is not None else to_json_offsets(begin)
             max_records = self._max_records(limit)
             if max_records is not None:
-                latest = cap_offsets({k: begin.get(k, 0) for k in latest}, latest, max_records)
+                latest = cap_offsets(since, latest, max_records)
+            if latest != since:
+                self._last_batch_at = time.monotonic()
         return to_json_offsets(latest)
 
     def _max_records(self, limit: ReadLimit | None) -> int | None:
@@ -116,6 +137,23 @@ class RlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if ReadMaxRows is not None and isinstance(limit, ReadMaxRows):
             return limit.max_rows
         return None  # ReadAllAvailable (e.g. Trigger.AvailableNow) or another limit kind
+
+    def _too_few(self, since: Offsets, latest: Offsets, limit: ReadLimit | None) -> bool:
+        """minOffsetsPerTrigger: wait for that many new records, but no longer than
+        maxTriggerDelay since the last batch. Trigger.AvailableNow never waits."""
+        if self._available_now_target is not None:
+            return False
+        if ReadMinRows is not None and isinstance(limit, ReadMinRows):
+            least: int | None = limit.min_rows
+        elif ReadAllAvailable is not None and isinstance(limit, ReadAllAvailable):
+            least = None  # Spark asked for everything (e.g. Trigger.AvailableNow)
+        else:
+            least = self.options.min_offsets_per_trigger
+        if least is None:
+            return False
+        waited_ms = (time.monotonic() - self._last_batch_at) * 1000
+        new_records = sum(latest[key] - since[key] for key in latest)
+        return new_records < least and waited_ms < self.options.max_trigger_delay_ms
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         begin, finish = from_json_offsets(start), from_json_offsets(end)
@@ -138,7 +176,12 @@ class RlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if high < until:
                 self._lost(f"{key[0]}-{key[1]} ends at {high}, before the planned {until}")
             starting[key] = since
-        return split_ranges(starting, finish, self.options.max_records_per_partition)
+        return split_ranges(
+            starting,
+            finish,
+            self.options.max_records_per_partition,
+            self.options.min_partitions,
+        )
 
     def commit(self, end: dict) -> None:
         """Spark finished the batch ending at `end`. The checkpoint is the source of truth; with

@@ -187,6 +187,11 @@ class ConsumerGroups:
                 records.append(current_assignment_record(group_id, member_id, current, ids))
         return records
 
+    def adopt(self, group: ConsumerGroup) -> None:
+        """A group made from a classic one: its next write carries all of it."""
+        self.groups[group.group_id] = group
+        self._doubt.setdefault(group.group_id, _Doubt())
+
     def tombstones(self, group_id: str) -> list[Record]:
         """Every record of the group, as tombstones (it is deleted or becomes classic)."""
         group = self.groups.get(group_id)

@@ -143,6 +143,21 @@ class ConsumerMember:
 
 
 @dataclass(frozen=True)
+class ClassicMember:
+    """A member of a classic group that becomes a consumer group, as that group knew it."""
+
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+    subscribed: frozenset[str]
+    assigned: Partitions
+
+
+@dataclass(frozen=True)
 class ClassicJoin:
     """What a classic consumer's JoinGroup says (its "consumer" protocol subscription decoded)."""
 
@@ -215,6 +230,41 @@ class ConsumerGroup:
                 member.revocation_deadline_ms = now_ms + member.rebalance_timeout_ms
             group.members[member_id] = member
             group.target[member_id] = dict(named(loaded.targets.get(member_id, {}), topics.names))
+        return group
+
+    @classmethod
+    def from_classic(
+        cls,
+        group_id: str,
+        settings: ConsumerGroupSettings,
+        members: list[ClassicMember],
+        generation: int,
+        topics: TopicIds,
+        now_ms: int,
+    ) -> ConsumerGroup:
+        """A classic group with members becoming a consumer group (Kafka's online upgrade):
+        each member keeps what it was assigned, at an epoch of the classic generation, and goes
+        on as a classic member of this group."""
+        group = cls(group_id, settings)
+        group.group_epoch = group.assignment_epoch = generation
+        for classic in members:
+            assigned = {t: p for t, p in classic.assigned.items() if t in topics.by_name}
+            member = ConsumerMember(
+                classic.member_id,
+                classic.client_id,
+                classic.client_host,
+                classic.rebalance_timeout_ms,
+                frozenset(classic.subscribed),
+                classic.instance_id,
+                classic=ClassicMetadata(classic.session_timeout_ms, classic.protocols),
+                session_deadline_ms=now_ms + classic.session_timeout_ms,
+            )
+            member.reconciled = MemberAssignment(
+                member_epoch=generation, previous_member_epoch=generation - 1, assigned=assigned
+            )
+            group.members[member.member_id] = member
+            group.target[member.member_id] = dict(assigned)
+        group._partition_counts = topics.partition_counts(group._subscribed_topics())
         return group
 
     # ---- what others ask ----

@@ -45,6 +45,26 @@ def decode_subscription(metadata: bytes) -> tuple[list[str], dict[str, frozenset
     return list(body["topics"]), owned
 
 
+def decode_assignment(data: bytes) -> dict[str, frozenset[int]]:
+    """The partitions of a ConsumerProtocolAssignment (a classic member's SyncGroup answer);
+    nothing if it is empty or does not parse."""
+    version = subscription_version(data)
+    if version < 0 or len(data) < 2:
+        return {}
+    version = min(version, _newest("ConsumerProtocolAssignment"))
+    try:
+        body, _end = codec_for("ConsumerProtocolAssignment", version).decode(data, 2)
+    except DecodeError:
+        return {}
+    assigned: dict[str, frozenset[int]] = {}
+    for entry in body["assigned_partitions"]:
+        if entry["partitions"]:
+            assigned[entry["topic"]] = assigned.get(entry["topic"], frozenset()) | frozenset(
+                entry["partitions"]
+            )
+    return assigned
+
+
 def encode_assignment(assigned: Partitions, version: int) -> bytes:
     """A ConsumerProtocolAssignment at the member's subscription version (as Kafka answers)."""
     version = max(0, min(version, _newest("ConsumerProtocolAssignment")))

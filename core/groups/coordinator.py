@@ -50,18 +50,20 @@ from rlog.core.groups.answers import (
 from rlog.core.groups.consumer_coordinator import ConsumerGroups, heartbeat_error
 from rlog.core.groups.consumer_group import (
     ClassicJoin,
+    ClassicMember,
     ConsumerGroup,
     ConsumerGroupSettings,
     HeartbeatError,
     TopicIds,
 )
 from rlog.core.groups.consumer_protocol import (
+    decode_assignment,
     decode_subscription,
     encode_assignment,
     subscription_version,
 )
 from rlog.core.groups.consumer_records import Record as ConsumerRecord
-from rlog.core.groups.group import Group, GroupState, Member
+from rlog.core.groups.group import CONSUMER_PROTOCOL_TYPE, Group, GroupState, Member
 from rlog.core.groups.partitioner import group_partition
 from rlog.core.groups.reconciliation import MemberState
 from rlog.core.groups.records import (
@@ -859,17 +861,26 @@ class GroupCoordinator:
             self.consumer.wait(group_id, caller.token, later)
             return []
         first: list[Record] = []
+        effects: list[Effect] = []
         classic = self._groups.get(group_id)
         if classic is not None:
-            if not classic.is_(GroupState.EMPTY) or self._writing(group_id):
+            if self._writing(group_id):  # its own write decides it first
+                return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            if not classic.is_(GroupState.EMPTY) and not self._can_upgrade(classic):
                 return fail(
                     ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group."
                 )
             first.append((group_key(group_id), None))  # its offsets stay, now the new group's
             del self._groups[group_id]
+            if not classic.is_(GroupState.EMPTY):
+                effects += self._upgrade(classic, now)
+
+        classic_state = classic.state if classic is not None else None
 
         def restore() -> None:  # the write failed: the classic group is still what the log has
-            if classic is not None:
+            if classic is not None and classic_state is not None:
+                self.consumer.drop(group_id)
+                classic.state = classic_state
                 self._groups[group_id] = classic
 
         def beat(group: ConsumerGroup) -> Body:
@@ -880,10 +891,87 @@ class GroupCoordinator:
             failure = append_error(error, offsets=False)
             if failure != ErrorCode.NONE:
                 return [Respond(caller.token, heartbeat_error(failure))]
-            return [Respond(caller.token, answer)]
+            return [Respond(caller.token, answer), *self._maybe_downgrade(group_id, now)]
 
         self._partitions[self.partition_for(group_id)].group_ids.add(group_id)
-        return self.consumer.change(group_id, beat, answer, now, first, restore)
+        return effects + self.consumer.change(group_id, beat, answer, now, first, restore)
+
+    def _maybe_downgrade(self, group_id: str, now: int) -> list[Effect]:
+        """The last consumer-protocol member left and classic members remain: the group
+        becomes a classic group again (Kafka's online downgrade), its members keeping their
+        partitions until the rebalance this starts, which they join with JoinGroup."""
+        group = self.consumer.groups.get(group_id)
+        if (
+            group is None
+            or not group.members
+            or self.consumer.busy(group_id)
+            or any(m.classic is None for m in group.members.values())
+            or len(group.members) > self.config.max_group_size
+        ):
+            return []
+        classic = Group(group_id, state_timestamp_ms=now)
+        classic.generation = group.group_epoch
+        for member in group.members.values():
+            assert member.classic is not None
+            protocols = list(member.classic.protocols)
+            version = subscription_version(protocols[0][1]) if protocols else 0
+            classic.add_member(
+                Member(
+                    member.member_id, member.instance_id, member.client_id, member.client_host,
+                    member.classic.session_timeout_ms, member.rebalance_timeout_ms,
+                    CONSUMER_PROTOCOL_TYPE, protocols,
+                    assignment=encode_assignment(member.reconciled.assigned, version),
+                    deadline_ms=now + member.classic.session_timeout_ms,
+                )
+            )  # fmt: skip
+        if not classic.candidate_protocols():
+            return []  # no protocol they all speak: it stays a consumer group
+        classic.protocol = classic.select_protocol()
+        classic.state = GroupState.STABLE
+        assignments = {m.member_id: m.assignment for m in classic.members.values()}
+        records = self.consumer.tombstones(group_id)
+        records.append((group_key(group_id), group_value(classic.to_record(now, assignments))))
+        self.consumer.drop(group_id)
+        self._groups[group_id] = classic
+        written = self._append(group_id, records, lambda error, now, at: [])
+        reason = "its last consumer-protocol member left; the rest use the classic protocol"
+        return [written, *self._prepare_rebalance(classic, now, reason)]
+
+    def _can_upgrade(self, group: Group) -> bool:
+        """Kafka's validateOnlineUpgrade: a group of consumers, not too many of them."""
+        return (
+            group.protocol_type == CONSUMER_PROTOCOL_TYPE
+            and len(group.members) < self.config.consumer_max_size
+        )
+
+    def _upgrade(self, group: Group, now: int) -> list[Effect]:
+        """A classic group with members becomes a consumer group (Kafka's online upgrade): its
+        members keep their partitions as classic members of it; those waiting in JoinGroup or
+        SyncGroup are told to join again, which they now do into the consumer group."""
+        effects: list[Effect] = []
+        members = []
+        for member in group.members.values():
+            effects += _answer_blocked(member, ErrorCode.REBALANCE_IN_PROGRESS)
+            metadata = member.metadata_for(group.protocol or "") or (
+                member.protocols[0][1] if member.protocols else b""
+            )
+            subscription = decode_subscription(metadata)
+            members.append(
+                ClassicMember(
+                    member.member_id, member.group_instance_id, member.client_id,
+                    member.client_host, member.session_timeout_ms, member.rebalance_timeout_ms,
+                    tuple(member.protocols), frozenset(subscription[0] if subscription else ()),
+                    decode_assignment(member.assignment) if group.is_(GroupState.STABLE) else {},
+                )
+            )  # fmt: skip
+        group.state = GroupState.DEAD
+        converted = ConsumerGroup.from_classic(
+            group.group_id, self._consumer_settings, members, group.generation,
+            self.consumer.topics, now,
+        )  # fmt: skip
+        self.consumer.adopt(converted)
+        message = f"group {group.group_id} now uses the consumer protocol, its members kept"
+        return [*effects, GroupEvent("group_stable", group.group_id, message, group.generation)]
 
     def consumer_group_describe(self, caller: Caller, body: Body) -> list[Effect]:
         """ConsumerGroupDescribe: a classic group, or none, is GROUP_ID_NOT_FOUND (clients then
@@ -1077,7 +1165,7 @@ class GroupCoordinator:
                 if error != ErrorCode.NONE:
                     return []  # still there: the next tick tries again
                 epoch = self.consumer.groups[group_id].group_epoch
-                return [
+                return self._maybe_downgrade(group_id, now) + [
                     GroupEvent(
                         "group_member_removed",
                         group_id,

@@ -240,3 +240,44 @@ def test_classic_and_consumer_members_share_a_group(
         lambda: set(range(RECORDS, RECORDS + 60)) <= set(values_seen(members)),
         members=members,
     )
+
+
+def test_a_classic_group_upgrades_and_downgrades_while_its_members_consume(
+    cluster3: Cluster, members: list[MemberProcess], tmp_path: Path
+) -> None:
+    """A rolling upgrade as Kafka 4 allows it: a classic group with a member; a member with
+    group.protocol=consumer joins (the group becomes a consumer group, the classic member
+    stays); it leaves again (the group is classic again). Nothing is lost on the way."""
+    make_topic(cluster3, "orders")
+    produce(cluster3, "orders", range(RECORDS))
+    classic = MemberProcess(
+        tmp_path, "classic", client="confluent", bootstrap=every_broker(cluster3), group="rolling",
+        topic="orders", assignor="cooperative-sticky", session_timeout_ms=6000,
+    )  # fmt: skip
+    members.append(classic)
+    wait_until(
+        "the classic member with every partition",
+        lambda: sorted(classic.assignment or []) == list(range(PARTITIONS)),
+        members=members,
+    )
+    assert str(describe(cluster3, "rolling").type) == "ConsumerGroupType.CLASSIC"
+    modern = start(tmp_path, cluster3, members, "modern", "rolling")
+    wait_until("the partitions split", lambda: split_evenly(members, PARTITIONS), members=members)
+    assert str(describe(cluster3, "rolling").type) == "ConsumerGroupType.CONSUMER"
+    wait_until(
+        "every record read", lambda: len(set(values_seen(members))) >= RECORDS, members=members
+    )
+    modern.stop()
+    wait_until(
+        "the classic member alone with every partition",
+        lambda: sorted(classic.assignment or []) == list(range(PARTITIONS)),
+        timeout_s=45,
+        members=members,
+    )
+    assert str(describe(cluster3, "rolling").type) == "ConsumerGroupType.CLASSIC"
+    produce(cluster3, "orders", range(RECORDS, RECORDS + 60))
+    wait_until(
+        "the new records read",
+        lambda: set(range(RECORDS + 60)) <= set(values_seen(members)),
+        members=members,
+    )

@@ -13,6 +13,7 @@ from test_admin_answers import missing_fields
 
 from rlog.core.groups import Append, Caller, GroupConfig, GroupCoordinator, LoadedRecord, Respond
 from rlog.core.groups.consumer_group import TopicIds
+from rlog.core.groups.consumer_protocol import encode_assignment
 from rlog.core.groups.consumer_records import (
     GROUP_EPOCH_KEY,
     ConsumerGroupLog,
@@ -425,14 +426,57 @@ def test_a_classic_member_that_never_rejoins_is_removed() -> None:
     assert classic not in driver.coordinator.consumer.groups[GROUP].members
 
 
-def test_a_consumer_member_cannot_join_a_classic_group_with_members() -> None:
+def classic_group_with_one_member(driver: Driver) -> tuple[str, int]:
+    """A classic group, Stable, whose one (cooperative) member leads and took every partition."""
+    member = driver.answer(driver.send("join_group", classic_join_body(""), 5))["member_id"]
+    joined = driver.answer(driver.send("join_group", classic_join_body(member), 5))
+    assert joined["leader"] == member, joined
+    generation = joined["generation_id"]
+    everything = encode_assignment({ORDERS: frozenset({0, 1, 2, 3})}, 3)
+    body = {"group_id": GROUP, "generation_id": generation, "member_id": member,
+            "group_instance_id": None, "protocol_type": "consumer",
+            "protocol_name": "cooperative-sticky",
+            "assignments": [{"member_id": member, "assignment": everything}]}  # fmt: skip
+    assert driver.answer(driver.send("sync_group", body, 5))["error_code"] == ErrorCode.NONE
+    return member, generation
+
+
+def test_a_consumer_member_upgrades_a_classic_group_whose_members_stay() -> None:
+    """Kafka 4's online upgrade: the first group.protocol=consumer member of a classic group
+    makes it a consumer group; the classic members keep their partitions until they rejoin."""
     driver = Driver()
-    join = {"group_id": GROUP, "session_timeout_ms": 10_000, "rebalance_timeout_ms": 10_000,
-            "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
-            "protocols": [{"name": "range", "metadata": b""}]}  # fmt: skip
-    driver.send("join_group", join, 3)
+    classic, generation = classic_group_with_one_member(driver)
     answer = driver.join("m1")
-    assert answer["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
+    assert answer["error_code"] == ErrorCode.NONE
+    assert driver.coordinator.group(GROUP) is None and GROUP in driver.coordinator.consumer.groups
+    assert owned(answer) == {}, "partitions the classic member holds are not given away"
+    assert classic_beat(driver, classic, generation) == ErrorCode.REBALANCE_IN_PROGRESS
+    _generation, theirs = classic_member_settles(driver, classic, {ORDERS: [0, 1, 2, 3]})
+    last = settle(driver, {"m1": answer["member_epoch"]})
+    mine = set(last["m1"]["owned"].get(ORDERS, []))
+    _generation, theirs = classic_member_settles(driver, classic, theirs)
+    assert mine.isdisjoint(theirs[ORDERS]) and mine | set(theirs[ORDERS]) == {0, 1, 2, 3}
+    replayed = driver.failover()
+    assert replayed.group(GROUP) is None, "the classic group's record is tombstoned"
+    assert set(replayed.consumer.groups[GROUP].members) == {"m1", classic}
+
+
+def test_the_last_consumer_member_leaving_downgrades_the_group() -> None:
+    driver = Driver()
+    classic, generation = classic_group_with_one_member(driver)
+    epoch = driver.join("m1")["member_epoch"]
+    generation, theirs = classic_member_settles(driver, classic, {ORDERS: [0, 1, 2, 3]})
+    driver.heartbeat("m1", -1)  # leaves; only a classic member remains
+    group = driver.coordinator.group(GROUP)
+    assert group is not None and GROUP not in driver.coordinator.consumer.groups
+    assert group.state.value == "PreparingRebalance" and set(group.members) == {classic}
+    assert epoch >= 1
+    beat = classic_beat(driver, classic, generation)
+    assert beat in (ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION)
+    joined = driver.answer(driver.send("join_group", classic_join_body(classic, theirs), 5))
+    assert joined["error_code"] == ErrorCode.NONE and joined["leader"] == classic
+    replayed = driver.failover()
+    assert GROUP not in replayed.consumer.groups and replayed.group(GROUP) is not None
 
 
 def test_an_empty_consumer_group_becomes_classic_on_a_join() -> None:

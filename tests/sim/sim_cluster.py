@@ -43,6 +43,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sim_consumer_groups import (
+    CONSUMERS,
+    ConsumerGroupModel,
+)
+from sim_consumer_groups import HEARTBEAT_INTERVAL_MS as CONSUMER_HEARTBEAT_INTERVAL_MS
+from sim_consumer_groups import SESSION_TIMEOUT_MS as CONSUMER_SESSION_TIMEOUT_MS
 from sim_fs import SimFileSystem
 from sim_groups import GROUPS, OFFSETS_PARTITIONS, GroupModel
 from sim_txns import (
@@ -789,6 +795,7 @@ class Simulation:
         self.producer = Producer(self)
         self.groups = GroupModel(self)
         self.txns = TxnModel(self)
+        self.consumers = ConsumerGroupModel(self)
         self.fault: tuple[str, Any, int] | None = None  # (kind, target, ends at ms)
         self.faults_injected = 0
         self.topic_created = False
@@ -810,6 +817,8 @@ class Simulation:
                 offsets_partitions=OFFSETS_PARTITIONS,
                 min_session_timeout_ms=1_000,
                 initial_rebalance_delay_ms=self.initial_rebalance_delay_ms,
+                consumer_session_timeout_ms=CONSUMER_SESSION_TIMEOUT_MS,
+                consumer_heartbeat_interval_ms=CONSUMER_HEARTBEAT_INTERVAL_MS,
             ),
             transactions=TxnConfig(
                 state_partitions=TXN_STATE_PARTITIONS,
@@ -856,9 +865,11 @@ class Simulation:
             self.producer.tick()
             self.groups.tick()
             self.txns.tick()
+            self.consumers.tick()
             if faults:
                 self.groups.nemesis()
                 self.txns.nemesis()
+                self.consumers.nemesis()
         elif self.controller.alive and len(self.controller.controller.image.live_brokers()) == 3:
             self._create_topics()
         self.check()
@@ -892,6 +903,7 @@ class Simulation:
         self.controller.tick()
         self.topic_created = True
         self.groups.start(self.rng.randint(1, 3))
+        self.consumers.start(self.rng.randint(1, 3))
 
     def all_partitions(self) -> list[tuple[str, int]]:
         return (
@@ -911,6 +923,9 @@ class Simulation:
             return
         if dst == TXNS:
             self.txns.receive(*envelope.body)
+            return
+        if dst == CONSUMERS:
+            self.consumers.receive(*envelope.body)
             return
         if dst == CONTROLLER:
             if not self.controller.alive:
@@ -1005,7 +1020,7 @@ class Simulation:
             if kind != "cut-peers":
                 others.append(CONTROLLER)
             if kind != "cut-controller":
-                others += [b for b in BROKERS if b != target] + [PRODUCER, GROUPS, TXNS]
+                others += [b for b in BROKERS if b != target] + [PRODUCER, GROUPS, TXNS, CONSUMERS]
             for other in others:
                 self.network.cut |= {(target, other), (other, target)}
         else:
@@ -1054,6 +1069,7 @@ class Simulation:
     # ---- invariants ----
 
     def check(self) -> None:
+        self.consumers.check()
         checker = self.checker
         acked = self.producer.acked
         for broker in self.brokers.values():
@@ -1101,6 +1117,12 @@ class Simulation:
         deadline_ms = self.now_ms + self.options.heal_ms_max
         while not self._quiet():
             if self.now_ms >= deadline_ms:
+                if not self.consumers.settled() and self.healthy():
+                    raise InvariantViolation(
+                        "consumer-group-settles",
+                        f"not settled {self.options.heal_ms_max} ms after healing: "
+                        f"{self.consumers.describe()}",
+                    )
                 raise InvariantViolation(
                     "I11-liveness",
                     f"not quiet {self.options.heal_ms_max} ms after healing: {self._describe()}",
@@ -1128,6 +1150,8 @@ class Simulation:
 
     def _quiet(self) -> bool:
         if not self.healthy() or not self.groups.settled() or not self.txns.settled():
+            return False
+        if not self.consumers.settled():
             return False
         for topic, partition in self.all_partitions():
             info = self.controller.partition(partition, topic)
@@ -1174,6 +1198,7 @@ class Simulation:
                 parts.append(repr(replica))
         parts.append(f"group clients: {self.groups.describe()}")
         parts.append(f"transactional producers: {self.txns.describe()}")
+        parts.append(f"consumer-protocol group: {self.consumers.describe()}")
         return "; ".join(parts)
 
     def summary(self) -> dict[str, int]:
@@ -1188,6 +1213,9 @@ class Simulation:
             "rebalances": self.groups.rebalances,
             "txns_committed": self.txns.committed,
             "txns_aborted": self.txns.aborted,
+            "consumer_commits_acked": self.consumers.commits_acked,
+            "consumer_assignments": self.consumers.assignments,
+            "consumer_zombie_overlaps": self.consumers.zombie_overlaps,
         }
 
 

@@ -74,7 +74,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{dict(failures)}; acked {totals['acked']}, failed {totals['failed']}, unknown "
         f"{totals['unknown']}, faults {totals['faults']}, group commits acked "
         f"{totals['commits_acked']}, rebalances {totals['rebalances']}, transactions committed "
-        f"{totals['txns_committed']}, aborted {totals['txns_aborted']}, virtual "
+        f"{totals['txns_committed']}, aborted {totals['txns_aborted']}, consumer-protocol commits "
+        f"acked {totals['consumer_commits_acked']}, assignments {totals['consumer_assignments']}, "
+        f"zombie overlaps {totals['consumer_zombie_overlaps']}, virtual "
         f"{totals['virtual_ms'] / 1000:.0f} s"
     )
     return 1 if failures else 0

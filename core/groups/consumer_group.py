@@ -356,7 +356,12 @@ class ConsumerGroup:
             and body.get("subscribed_topic_names") is not None
             and body.get("topic_partitions") is not None
         )
-        if full or member.reconciled.assigned != before.assigned:
+        # Beyond Kafka's two cases (a full request, a changed assignment): a member that says
+        # it owns other partitions than it was given missed an answer (lost, or overtaken by
+        # the answer to a second copy of its request), so it is told again.
+        assigned = {t: p for t, p in member.reconciled.assigned.items() if p}
+        missed = owned is not None and owned != assigned
+        if full or missed or member.reconciled.assigned != before.assigned:
             answer["assignment"] = {
                 "topic_partitions": _as_wire(member.reconciled.assigned, topics)
             }

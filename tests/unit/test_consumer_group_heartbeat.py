@@ -277,3 +277,15 @@ def test_a_regex_that_does_not_compile_is_refused() -> None:
     answer = join(ConsumerGroup("g", SETTINGS), "a", subscribed_topic_regex="orders[")
     assert answer["error_code"] == ErrorCode.INVALID_REGULAR_EXPRESSION
     assert "orders[" in answer["error_message"]
+
+
+def test_a_member_that_missed_its_assignment_is_told_again() -> None:
+    """Its answer was lost (or a second copy of its request was answered first, with nothing
+    new in it): it says it owns less than it was given, and hears its assignment again."""
+    group = ConsumerGroup("g", SETTINGS)
+    epoch = join(group, "a")["member_epoch"]
+    steady = beat(group, "a", epoch, {ORDERS: [0, 1, 2, 3]})
+    assert steady["assignment"] is None, "nothing new: no assignment"
+    missed = beat(group, "a", epoch, {})
+    assert assigned(missed) == {ORDERS: [0, 1, 2, 3]}
+    assert beat(group, "a", epoch, None)["assignment"] is None, "no word on what it owns"

@@ -16,7 +16,6 @@ may be in the log all the same, and the next one must override whatever it said.
 
 from __future__ import annotations
 
-import copy
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,8 +44,9 @@ Body = dict[str, Any]
 # Writes `records` to the group's partition; calls back with (error, now) once it has ended; its
 # result is the coordinator's effect to hand out.
 Writer = Callable[[str, list[Record], Callable[[ErrorCode, int], list[Any]]], Any]
-Later = Callable[[int], list[Any]]  # a heartbeat waiting for its group's write, given `now`
-Waiting = tuple[int, Later]  # (the caller's token, the heartbeat)
+Later = Callable[[int], list[Any]]  # a request waiting for its group's write, given `now`
+# (the caller's token, the request, its answer if the group leaves this coordinator first)
+Waiting = tuple[int, Later, Body]
 
 
 def heartbeat_error(error: ErrorCode, message: str | None = None) -> Body:
@@ -77,21 +77,29 @@ class ConsumerGroups:
     def busy(self, group_id: str) -> bool:
         return group_id in self._writing
 
-    def wait(self, group_id: str, token: int, later: Later) -> None:
-        self._waiting.setdefault(group_id, deque()).append((token, later))
+    def wait(self, group_id: str, token: int, later: Later, refusal: Body) -> None:
+        """`later` runs once the group's write in flight has ended; `refusal` (its API's
+        NOT_COORDINATOR answer) answers it if the group is unloaded first."""
+        self._waiting.setdefault(group_id, deque()).append((token, later, refusal))
 
     def drop(self, group_id: str) -> list[Waiting]:
-        """Forget the group (unloaded, deleted); the heartbeats that waited for it."""
+        """Forget the group (unloaded, deleted); the requests that waited for it."""
         self.groups.pop(group_id, None)
         self._writing.discard(group_id)
         self._doubt.pop(group_id, None)
         return list(self._waiting.pop(group_id, ()))
 
+    def give_back(self, group_id: str) -> None:
+        """The group is a classic one again (its conversion was not written); the requests
+        waiting for it run next, against the classic group."""
+        self.groups.pop(group_id, None)
+        self._doubt.pop(group_id, None)
+
     def _next(self, group_id: str, now: int) -> list[Any]:
         waiting = self._waiting.get(group_id)
         effects: list[Any] = []
         while waiting and not self.busy(group_id):
-            _token, later = waiting.popleft()
+            _token, later, _refusal = waiting.popleft()
             effects += later(now)
         if waiting is not None and not waiting:
             del self._waiting[group_id]
@@ -112,9 +120,7 @@ class ConsumerGroups:
         it; then `answer(change's result, how the write ended)`. Nothing changed in the log:
         answered at once."""
         before = self.groups.get(group_id)
-        group = (
-            copy.deepcopy(before) if before is not None else ConsumerGroup(group_id, self.settings)
-        )
+        group = before.snapshot() if before is not None else ConsumerGroup(group_id, self.settings)
         result = change(group)
         doubt = self._doubt.get(group_id)
         records = list(first or [])

@@ -17,6 +17,7 @@ failover (records in __consumer_offsets) is not here.
 
 from __future__ import annotations
 
+import copy
 import re
 import uuid
 from collections.abc import Mapping
@@ -266,6 +267,17 @@ class ConsumerGroup:
             group.target[member.member_id] = dict(assigned)
         group._partition_counts = topics.partition_counts(group._subscribed_topics())
         return group
+
+    def snapshot(self) -> ConsumerGroup:
+        """A copy that changes to the group leave alone. Shallow where it can be: the group
+        only ever replaces a member's fields, its target's entries and its partition counts
+        (all immutable values), never changes them in place; so per member one copy, not a
+        deep copy of everything on every heartbeat."""
+        copied = copy.copy(self)
+        copied.members = {mid: copy.copy(member) for mid, member in self.members.items()}
+        copied.target = dict(self.target)
+        copied._partition_counts = dict(self._partition_counts)
+        return copied
 
     # ---- what others ask ----
 

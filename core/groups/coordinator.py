@@ -280,8 +280,8 @@ class GroupCoordinator:
             return []
         effects: list[Effect] = []
         for group_id in state.group_ids:
-            for token, _later in self.consumer.drop(group_id):
-                effects.append(Respond(token, heartbeat_error(ErrorCode.NOT_COORDINATOR)))
+            for token, _later, refusal in self.consumer.drop(group_id):
+                effects.append(Respond(token, refusal))
             group = self._groups.pop(group_id, None)
             self._offsets.drop_group(group_id)
             self._in_doubt.pop(group_id, None)  # a later load replays what the log holds
@@ -858,7 +858,8 @@ class GroupCoordinator:
             return fail(error)
         if self.consumer.busy(group_id):  # the next once the write before it has ended
             later = lambda now: self.consumer_group_heartbeat(caller, body, now)  # noqa: E731
-            self.consumer.wait(group_id, caller.token, later)
+            refusal = heartbeat_error(ErrorCode.NOT_COORDINATOR)
+            self.consumer.wait(group_id, caller.token, later, refusal)
             return []
         first: list[Record] = []
         effects: list[Effect] = []
@@ -879,7 +880,7 @@ class GroupCoordinator:
 
         def restore() -> None:  # the write failed: the classic group is still what the log has
             if classic is not None and classic_state is not None:
-                self.consumer.drop(group_id)
+                self.consumer.give_back(group_id)
                 classic.state = classic_state
                 self._groups[group_id] = classic
 
@@ -1020,7 +1021,8 @@ class GroupCoordinator:
             return fail(ErrorCode.INVALID_SESSION_TIMEOUT)
         if self.consumer.busy(group_id):
             later = lambda now: self.join_group(caller, body, now)  # noqa: E731
-            self.consumer.wait(group_id, caller.token, later)
+            refusal = join_error(ErrorCode.NOT_COORDINATOR, member_id)
+            self.consumer.wait(group_id, caller.token, later, refusal)
             return []
         if not member_id:
             member_id = self._new_member_id(caller.client_id or "member")
@@ -1057,7 +1059,8 @@ class GroupCoordinator:
         group_id: str = body["group_id"]
         if self.consumer.busy(group_id):  # answered from acknowledged state only
             later = lambda now: self.sync_group(caller, body, now)  # noqa: E731
-            self.consumer.wait(group_id, caller.token, later)
+            refusal = sync_answer(ErrorCode.NOT_COORDINATOR)
+            self.consumer.wait(group_id, caller.token, later, refusal)
             return []
         group = self.consumer.groups[group_id]
         try:
@@ -1088,7 +1091,8 @@ class GroupCoordinator:
         error = self._ownership_error(group_id)
         if error == ErrorCode.NONE and self.consumer.busy(group_id):
             later = lambda now: self.heartbeat(caller, body, now)  # noqa: E731
-            self.consumer.wait(group_id, caller.token, later)
+            refusal = {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_COORDINATOR}
+            self.consumer.wait(group_id, caller.token, later, refusal)
             return []
         if error == ErrorCode.NONE:
             group = self.consumer.groups[group_id]
@@ -1106,7 +1110,8 @@ class GroupCoordinator:
         if self.consumer.busy(group_id):
             again = self._leave_body(identities, group_id)
             later = lambda now: self.leave_group(caller, again, now)  # noqa: E731
-            self.consumer.wait(group_id, caller.token, later)
+            refusal = leave_answer(ErrorCode.NOT_COORDINATOR, [])
+            self.consumer.wait(group_id, caller.token, later, refusal)
             return []
 
         def leave(group: ConsumerGroup) -> list[Body]:

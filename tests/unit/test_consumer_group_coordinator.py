@@ -583,3 +583,18 @@ def test_describe_and_list_answers_name_every_field_of_their_schemas() -> None:
     listed = driver.answer(driver.send("list_groups", {"states_filter": [], "types_filter": []}, 5))
     response = load_message("ListGroupsResponse").struct
     assert missing_fields(response, 5, listed, "ListGroups", set()) == []
+
+
+def test_requests_waiting_for_a_write_are_refused_in_their_own_shape_on_unload() -> None:
+    driver = Driver(auto_ack=False)
+    driver.heartbeat("m1", 0)  # its write stays in flight: the group is busy
+    beat = driver.heartbeat("m2", 0)
+    join = driver.send("join_group", classic_join_body("c1"), 5)
+    assert beat not in driver.answers and join not in driver.answers, "they wait in line"
+    driver.run(driver.coordinator.unload(driver.coordinator.partition_for(GROUP)))
+    for token, api in ((beat, "ConsumerGroupHeartbeat"), (join, "JoinGroup")):
+        answer = driver.answer(token)
+        assert answer["error_code"] == ErrorCode.NOT_COORDINATOR
+        version = 1 if api == "ConsumerGroupHeartbeat" else 5
+        response = load_message(f"{api}Response").struct
+        assert missing_fields(response, version, answer, api, set()) == []

@@ -42,12 +42,15 @@ BROKERS = 3
 TRAFFIC_WRITE_INTERVAL_S = 1.1  # brokers rewrite traffic.json every second
 
 
-def requests_read(cluster: Cluster) -> int:
-    """Requests the brokers' listeners have read since they started (as of their last write)."""
-    total = 0
+def requests_read(cluster: Cluster) -> dict[str, int]:
+    """Requests the brokers' listeners have read since they started (as of their last write):
+    under "all", and per API (PRODUCE, FETCH, ...)."""
+    total: dict[str, int] = {"all": 0}
     for broker_id in range(1, BROKERS + 1):
         counters = read_traffic(broker_dir(cluster.root / "data", broker_id)) or {}
-        total += int(counters.get("requests", 0))
+        total["all"] += int(counters.get("requests", 0))
+        for api, count in (counters.get("requests_by_api") or {}).items():
+            total[api] = total.get(api, 0) + int(count)
     return total
 
 
@@ -58,10 +61,14 @@ def with_request_rate(cluster: Cluster, phase: Callable[[], dict[str, Any]]) -> 
     result = phase()
     time.sleep(TRAFFIC_WRITE_INTERVAL_S)
     requests1, cpu1, t1 = requests_read(cluster), cluster.cpu_seconds(), time.monotonic()
-    requests, cpu = requests1 - requests0, cpu1 - cpu0
+    requests, cpu = requests1["all"] - requests0["all"], cpu1 - cpu0
+    produce = requests1.get("PRODUCE", 0) - requests0.get("PRODUCE", 0)
+    fetch = requests1.get("FETCH", 0) - requests0.get("FETCH", 0)
     return result | {
         "requests": requests,
         "requests_per_s": requests / (t1 - t0),
+        "produce_requests_per_s": produce / (t1 - t0),
+        "fetch_requests_per_s": fetch / (t1 - t0),
         "requests_per_cpu_s": requests / cpu if cpu > 0 else float("nan"),
     }
 
@@ -93,6 +100,8 @@ ROWS = [
     ("steady achieved rec/s", "steady", "achieved_rate", ",.0f"),
     ("steady broker CPU s/100k", "steady", "cpu_per_100k_s", ".2f"),
     ("steady requests/s", "steady", "requests_per_s", ",.0f"),
+    ("steady Produce requests/s", "steady", "produce_requests_per_s", ",.0f"),
+    ("steady Fetch requests/s", "steady", "fetch_requests_per_s", ",.0f"),
     ("steady requests/CPU-s", "steady", "requests_per_cpu_s", ",.0f"),
     ("batched rec/s", "batched", "records_per_sec", ",.0f"),
     ("batched broker CPU s/100k", "batched", "cpu_per_100k_s", ".2f"),

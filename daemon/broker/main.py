@@ -185,7 +185,9 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
             _every(
                 TRAFFIC_INTERVAL_MS,
                 "traffic",
-                lambda: write_traffic(core.traffic, data_dir, server.requests_received),
+                lambda: write_traffic(
+                    core.traffic, data_dir, server.requests_received, server.requests_by_api
+                ),
             )
         ),
     ]

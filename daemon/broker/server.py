@@ -92,6 +92,7 @@ class BrokerServer:
         self._listener: socket.socket | None = None
         self._connections: set[_Connection] = set()
         self.requests_received = 0  # every request read, clients' and peers' (RequestsPerSec)
+        self.requests_by_api: dict[int, int] = {}  # the same, per API key
 
     def listen(self, host: str, port: int) -> None:
         """Bind now, so a port in use is reported before the broker says it is up."""
@@ -219,6 +220,8 @@ class _Connection:
                 return
             assert isinstance(event, Request)
             server.requests_received += 1
+            by_api = server.requests_by_api
+            by_api[event.api_key] = by_api.get(event.api_key, 0) + 1
             faults = server.faults
             if faults is not None and faults.rules.cut and faults.is_cut(peer_of(event.client_id)):
                 self.close()  # the link is cut: the peer sees its connection drop

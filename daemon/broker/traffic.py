@@ -8,18 +8,28 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from rlog.core.broker import TrafficCounters
+from rlog.core.protocol.apis import ApiKey
 from rlog.daemon.data_dir import traffic_path
 
 
-def write_traffic(counters: TrafficCounters, data_dir: Path, requests: int) -> None:
+def write_traffic(
+    counters: TrafficCounters,
+    data_dir: Path,
+    requests: int,
+    requests_by_api: Mapping[int, int] | None = None,
+) -> None:
     """Replace `traffic.json`: readers see the old or the new counters, never half.
-    `requests`: every request the listener read since start, clients' and peers'."""
+    `requests`: every request the listener read since start, clients' and peers';
+    `requests_by_api`: the same per API key, written under Kafka's API names."""
     document = {"ts": time.time(), "pid": os.getpid(), **asdict(counters), "requests": requests}
+    if requests_by_api is not None:
+        document["requests_by_api"] = {_api_name(key): n for key, n in requests_by_api.items()}
     path = traffic_path(data_dir)
     scratch = path.with_suffix(".json.tmp")
     try:
@@ -27,6 +37,13 @@ def write_traffic(counters: TrafficCounters, data_dir: Path, requests: int) -> N
         os.replace(scratch, path)
     except OSError:
         pass  # a full disk: the counters are a view, the broker goes on
+
+
+def _api_name(api_key: int) -> str:
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return str(api_key)
 
 
 def read_traffic(broker_dir: Path) -> dict[str, Any] | None:

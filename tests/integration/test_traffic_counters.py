@@ -31,3 +31,8 @@ def test_traffic_json_counts_records_produced_and_fetched_by_consumers(cluster) 
     assert counters["records_in"] == 500
     assert counters["records_out"] == 500  # each offset handed to the consumer once
     assert counters["bytes_in"] > 500 * 100 and counters["bytes_out"] > 500 * 100
+    # Requests per API, as Kafka's RequestsPerSec{request=...}: the produce and the fetches
+    # above, and the metadata and version questions before them.
+    by_api = counters["requests_by_api"]
+    assert by_api["PRODUCE"] >= 1 and by_api["FETCH"] >= 1 and by_api["API_VERSIONS"] >= 2
+    assert sum(by_api.values()) == counters["requests"]

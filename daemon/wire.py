@@ -111,6 +111,7 @@ class KafkaClient:
         self._waiting: deque[_Waiter] = deque()  # sent, in the order answers will come
         self._queued: list[_Waiter] = []  # waiting for the connection
         self._tasks: set[asyncio.Task[None]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def address(self) -> str:
@@ -161,7 +162,9 @@ class KafkaClient:
         self._send_now(waiter)
 
     def _send_now(self, waiter: _Waiter) -> None:
-        loop = asyncio.get_running_loop()
+        loop = self._loop
+        if loop is None:  # looked up once: get_running_loop() costs a getpid() per call
+            loop = self._loop = asyncio.get_running_loop()
         waiter.timer = loop.call_later(waiter.timeout_s, self._timed_out, waiter)
         stream = self._stream
         if stream is None:

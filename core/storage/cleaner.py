@@ -34,7 +34,7 @@ key cannot be compacted and stay.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from rlog.core.limits import LOG_RECOVERY_READ_BYTES, LOG_SEGMENT_BYTES_MAX
 from rlog.core.records import (
@@ -379,8 +379,7 @@ class _GroupWriter:
         if not self._removed:
             return
         first, last = self._removed[0], self._removed[-1]
-        cover = replace(
-            first,
+        cover = first._replace(
             attributes=0,
             last_offset_delta=last.last_offset - first.base_offset,
             max_timestamp=max(header.max_timestamp for header in self._removed),

@@ -82,6 +82,9 @@ class BrokerDriver:
         self._background: set[asyncio.Task[None]] = set()
         self._settle_scheduled = False
         self._closed = False
+        # The loop, looked up once: asyncio.get_running_loop() asks the kernel for the pid on
+        # every call, and step() runs for every request.
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def connect(
         self,
@@ -104,7 +107,10 @@ class BrokerDriver:
         self.core.step(event, now_ms(), settle=False)
         if not self._settle_scheduled:
             self._settle_scheduled = True
-            asyncio.get_running_loop().call_soon(self._settle)
+            loop = self._loop
+            if loop is None:
+                loop = self._loop = asyncio.get_running_loop()
+            loop.call_soon(self._settle)
 
     def _settle(self) -> None:
         self._settle_scheduled = False

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -94,7 +92,7 @@ def test_rebuilding_from_the_log_gives_the_same_answers(counts: list[int]) -> No
     for count in counts:
         batch = header(sequence, count=count)
         append(live, batch, offset)
-        headers.append(replace(batch, base_offset=offset))
+        headers.append(batch._replace(base_offset=offset))
         sequence += count
         offset += count
     rebuilt = ProducerStateManager()

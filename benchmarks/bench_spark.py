@@ -1,12 +1,24 @@
-"""Spark batch read and a streaming query's first micro-batch of a 6-partition topic through
-format("rlog"), beside one tuned confluent-kafka consumer reading the same topic (issues 6, 18).
+"""Spark batch read, a streaming query's first micro-batch and a batch write of a 6-partition
+topic through format("rlog"), beside one tuned confluent-kafka consumer and producer on the same
+records (issues 6, 18).
 
 Starts a 1-broker cluster with ``rlog cluster up`` on a free port in a temporary data dir, fills
 a 6-partition topic with ``rlog bench produce``, then times (a) one confluent-kafka consumer
 reading every record, (b) ``spark.read.format("rlog")...load()`` written to Spark's `noop` sink so
 every row really goes through Spark (local[2]) and (c) a ``readStream`` query from the earliest
-offsets with ``Trigger.AvailableNow`` (one micro-batch) into the `noop` sink. Prints each one's
-records/s (medians) and its ratio to the consumer, stops the cluster and removes the data dir.
+offsets with ``Trigger.AvailableNow`` (one micro-batch) into the `noop` sink.
+
+The write phase puts the same N records x record-size bytes (value i: i zero-padded to 10
+digits, then 'x's; no key) into a fresh 6-partition topic per run: (d) from one confluent-kafka
+Producer in this process, with the sink's own producer settings (acks=all, idempotence, the
+writer's THROUGHPUT_DEFAULTS), timed from creating the producer to the end of its flush(); (e)
+by ``df.write.format("rlog")`` from a DataFrame of the same rows in local[2]'s two partitions,
+cached and counted before any timing, so what is timed is the save() call alone: planning, the
+two tasks (Arrow batches from the cache, each task's producer, its flush) and the commit. Both
+check afterwards that the topic holds N records. One untimed write of each kind warms up first.
+
+Prints each run's records/s, the medians, and each Spark figure's ratio to its confluent-kafka
+counterpart, stops the cluster and removes the data dir.
 
     python benchmarks/bench_spark.py [--num-records 1000000] [--record-size 100] [--repeats 3]
 """
@@ -14,6 +26,7 @@ records/s (medians) and its ratio to the consumer, stops the cluster and removes
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
 import statistics
@@ -24,13 +37,16 @@ import time
 import uuid
 from pathlib import Path
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).parent))
 from run_foundation import CONSUMER_PROPS, PRODUCER_PROPS, RLOG, free_port, props, rlog
 
 TOPIC = "bench-spark-p6"
 PARTITIONS = 6
+# Every value starts with its record number, zero-padded to this many digits.
+NUMBER_DIGITS = 10
 
 
 def consume_all(bootstrap: str, count: int) -> float:
@@ -103,12 +119,83 @@ def spark_stream_first_batch(spark, bootstrap: str, count: int) -> tuple[float, 
         shutil.rmtree(checkpoint, ignore_errors=True)
 
 
+def record_values(count: int, size: int) -> list[bytes]:
+    """The write phase's values: record i is i zero-padded to NUMBER_DIGITS, then 'x's."""
+    padding = b"x" * (size - NUMBER_DIGITS)
+    return [b"%0*d" % (NUMBER_DIGITS, i) + padding for i in range(count)]
+
+
+@functools.cache
+def admin_client(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap})
+
+
+def fresh_topic(bootstrap: str) -> str:
+    name = f"bench-spark-write-{uuid.uuid4().hex[:8]}"
+    admin = admin_client(bootstrap)
+    admin.create_topics([NewTopic(name, PARTITIONS, 1)])[name].result(timeout=30)
+    return name
+
+
+def records_in(bootstrap: str, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex}"})
+    try:
+        marks = [
+            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            for p in range(PARTITIONS)
+        ]
+    finally:
+        consumer.close()
+    return sum(high - low for low, high in marks)
+
+
+def produce_all(bootstrap: str, values: list[bytes]) -> float:
+    """Seconds for one confluent-kafka producer, with the rlog sink's own settings, to write
+    `values` to a fresh topic: from creating the producer to the end of flush()."""
+    from rlog.spark.options import parse_write_options
+    from rlog.spark.writer import producer_config
+
+    topic = fresh_topic(bootstrap)
+    errors: list[KafkaError] = []
+    options = parse_write_options({"kafka.bootstrap.servers": bootstrap, "topic": topic})
+    started = time.perf_counter()
+    producer = Producer(producer_config(options, errors))
+    produce = producer.produce
+    for first in range(0, len(values), 10_000):
+        for value in values[first : first + 10_000]:
+            produce(topic, value)
+        producer.poll(0)  # failed deliveries only: acks=all, idempotence, as the sink
+    remaining = producer.flush(60)
+    elapsed = time.perf_counter() - started
+    assert not errors and remaining == 0, (errors[:1], remaining)
+    assert records_in(bootstrap, topic) == len(values), "the producer lost records"
+    return elapsed
+
+
+def spark_write_all(bootstrap: str, frame, count: int) -> float:
+    """Seconds of `frame.write.format("rlog")...save()` into a fresh topic (`frame` is cached)."""
+    topic = fresh_topic(bootstrap)
+    started = time.perf_counter()
+    (
+        frame.write.format("rlog")
+        .mode("append")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", topic)
+        .save()
+    )
+    elapsed = time.perf_counter() - started
+    assert records_in(bootstrap, topic) == count, "spark did not write every record"
+    return elapsed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--num-records", type=int, default=1_000_000)
     parser.add_argument("--record-size", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
+    if args.record_size < NUMBER_DIGITS:
+        parser.error(f"--record-size must be at least {NUMBER_DIGITS} (the record number)")
 
     from pyspark.sql import SparkSession
 
@@ -138,8 +225,25 @@ def main() -> None:
         register(spark)
         # One untimed batch read first: the JVM's JIT and Spark's Python workers warm up.
         spark_read_all(spark, bootstrap, args.num_records)
+        # The write phase's rows, materialized before any timing: in this process for the
+        # producer, in Spark's cache (local[2]'s two partitions) for df.write.
+        values = record_values(args.num_records, args.record_size)
+        padding = args.record_size - NUMBER_DIGITS
+        write_frame = (
+            spark.range(0, args.num_records, numPartitions=spark.sparkContext.defaultParallelism)
+            .selectExpr(
+                f"CAST(concat(lpad(CAST(id AS STRING), {NUMBER_DIGITS}, '0'), "
+                f"repeat('x', {padding})) AS BINARY) AS value"
+            )
+            .cache()
+        )
+        assert write_frame.count() == args.num_records
+        assert write_frame.first().value == values[0]
+        produce_all(bootstrap, values)  # untimed, as the read above
+        spark_write_all(bootstrap, write_frame, args.num_records)
         timings: dict[str, list[float]] = {
-            "consumer": [], "batch": [], "stream batch": [], "stream query": []
+            "consumer": [], "batch": [], "stream batch": [], "stream query": [],
+            "producer": [], "write": [],
         }  # fmt: skip
         for repeat in range(1, args.repeats + 1):
             timings["consumer"].append(consume_all(bootstrap, args.num_records))
@@ -147,6 +251,8 @@ def main() -> None:
             micro_batch, query = spark_stream_first_batch(spark, bootstrap, args.num_records)
             timings["stream batch"].append(micro_batch)
             timings["stream query"].append(query)
+            timings["producer"].append(produce_all(bootstrap, values))
+            timings["write"].append(spark_write_all(bootstrap, write_frame, args.num_records))
             print(
                 f"run {repeat}: "
                 + ", ".join(
@@ -172,9 +278,16 @@ def main() -> None:
                 f"  format('rlog') local[2] {label}: {rates[name]:,.0f} rec/s, "
                 f"ratio to the consumer {rates[name] / consumer_rate:.2f}"
             )
+        producer_rate = rates["producer"]
+        print(f"confluent-kafka producer (acks=all, idempotence) {producer_rate:,.0f} rec/s")
+        print(
+            f"  format('rlog') local[2] df.write: {rates['write']:,.0f} rec/s, "
+            f"ratio to the producer {rates['write'] / producer_rate:.2f}"
+        )
     finally:
         if spark is not None:
             spark.stop()
+        admin_client.cache_clear()  # its connections go before the broker does
         subprocess.run([*RLOG, "cluster", "down", "--data-dir", str(data_dir)], timeout=60)
         shutil.rmtree(data_dir.parent, ignore_errors=True)
 

@@ -17,6 +17,11 @@ group is only a view. A streaming write with `.option("exactlyOnce", "true")` wr
 each micro-batch in one Kafka transaction and skips batches a restarted query replays (writer.py;
 `transactionalIdPrefix`, `markerTopic`), so read_committed consumers see every row once.
 
+Writes take Spark's Kafka-sink columns: `value` (string or binary), and optionally `key`,
+`topic` (option `topic` overrides it, as in Spark), `partition` and `headers`. Each task gets
+Spark's Arrow record batches (PySpark's Arrow writers; Rows where PySpark has none) and hands
+their records to an idempotent acks=all confluent-kafka producer a column at a time (writer.py).
+
 Python data sources accept only the append and overwrite save modes, so batch writes need
 `.mode("append")` (Spark's Kafka sink also accepts the default ErrorIfExists).
 """

@@ -95,6 +95,7 @@ DEFAULT_TRANSACTIONAL_ID_PREFIX = "rlog-spark"
 @dataclass(frozen=True)
 class WriteOptions:
     client_config: dict[str, str]
+    # Option `topic`: every record's topic, over the data's `topic` column.
     topic: str | None
     # `exactlyOnce`: each task of a streaming micro-batch writes in one Kafka transaction and
     # records the batch in a marker consumer group, so a replayed batch writes nothing (writer.py).
@@ -331,7 +332,8 @@ EXACTLY_ONCE_OPTIONS = ("transactionalIdPrefix", "markerTopic")
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     lowered = _lower(options)
     config = client_config(options)
-    topic = lowered.get("topic")
+    # As in Spark's Kafka sink, option `topic` overrides the data's `topic` column.
+    topic = (lowered.get("topic") or "").strip() or None
     exactly_once = _bool(lowered, "exactlyOnce", False)
     if not exactly_once:
         given = [name for name in EXACTLY_ONCE_OPTIONS if name.lower() in lowered]

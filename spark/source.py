@@ -41,11 +41,11 @@ class RlogDataSource(DataSource):
         return RlogStreamReader(parse_read_options(self.options, streaming=True), schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        from .writer import RlogWriter
+        from .writer import batch_writer
 
-        return RlogWriter(parse_write_options(self.options), schema)
+        return batch_writer(parse_write_options(self.options), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        from .writer import RlogStreamWriter
+        from .writer import stream_writer
 
-        return RlogStreamWriter(parse_write_options(self.options), schema)
+        return stream_writer(parse_write_options(self.options), schema)

@@ -26,13 +26,14 @@ def test_write_with_topic_option_then_read_back(spark, spark_cluster) -> None:
     )
 
 
-def test_topic_column_wins_and_headers_are_written(spark, spark_cluster) -> None:
+def test_topic_option_overrides_the_column_and_headers_are_written(spark, spark_cluster) -> None:
     clients.create_topic(spark_cluster.bootstrap, "by-column")
     clients.create_topic(spark_cluster.bootstrap, "by-option")
     frame = spark.createDataFrame(
         [(b"a", b"1", "by-column", [("h", b"x")]), (None, b"2", None, None)],
         "key binary, value binary, topic string, headers array<struct<key:string,value:binary>>",
     )
+    # As Spark's Kafka sink: option 'topic' overrides the data's 'topic' column.
     (
         frame.write.format("rlog")
         .mode("append")
@@ -40,10 +41,17 @@ def test_topic_column_wins_and_headers_are_written(spark, spark_cluster) -> None
         .option("topic", "by-option")
         .save()
     )
+    by_option = clients.confluent_consume(spark_cluster.bootstrap, "by-option", [0], 2)
+    assert sorted((m.key or b"", m.value, m.headers) for m in by_option) == [
+        (b"", b"2", ()),
+        (b"a", b"1", (("h", b"x"),)),
+    ]
+    # Without the option, the column names each row's topic.
+    frame.where("topic IS NOT NULL").write.format("rlog").mode("append").option(
+        "kafka.bootstrap.servers", spark_cluster.bootstrap
+    ).save()
     by_column = clients.confluent_consume(spark_cluster.bootstrap, "by-column", [0], 1)
     assert [(m.key, m.value, m.headers) for m in by_column] == [(b"a", b"1", (("h", b"x"),))]
-    by_option = clients.confluent_consume(spark_cluster.bootstrap, "by-option", [0], 1)
-    assert [(m.key, m.value) for m in by_option] == [(None, b"2")]
 
 
 def test_no_topic_anywhere_is_a_clear_error(spark, spark_cluster) -> None:

@@ -18,6 +18,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -168,7 +169,8 @@ def _failure_details(data_dir: Path, state: ClusterState | None) -> list[str]:
     rlogd_log = rlogd_log_path(data_dir)
     details = [f"last lines of {rlogd_log}:", *_log_tail(rlogd_log)]
     for broker in state.processes if state is not None else ():
-        if broker.log and not broker_answers(broker.host, broker.port, timeout_s=0.2):
+        tls = state.tls_for(broker) if state is not None else None
+        if broker.log and not broker_answers(broker.host, broker.port, timeout_s=0.2, tls=tls):
             tail = _log_tail(Path(broker.log), LOG_TAIL_LINES // 2)
             details += [f"last lines of {broker.log}:", *tail] if tail else []
     return details
@@ -316,12 +318,18 @@ def _ready(state: ClusterState | None, pid: int, plan: LaunchPlan) -> bool:
         and state.controller is not None
         and len(state.brokers) == plan.brokers
         and all(p.state == "running" for p in state.processes)
-        and all(broker_answers(p.host, p.port, timeout_s=0.5) for p in state.processes)
-        and registered_brokers(state.brokers[0]) == sorted(b.id or 0 for b in state.brokers)
+        and all(
+            broker_answers(p.host, p.port, timeout_s=0.5, tls=state.tls_for(p))
+            for p in state.processes
+        )
+        and registered_brokers(state.brokers[0], tls=state.tls_for(state.brokers[0]))
+        == sorted(b.id or 0 for b in state.brokers)
     )
 
 
-def registered_brokers(broker: BrokerState, timeout_s: float = 2.0) -> list[int] | None:
+def registered_brokers(
+    broker: BrokerState, timeout_s: float = 2.0, tls: ssl.SSLContext | None = None
+) -> list[int] | None:
     """The broker ids this broker's Metadata lists (those registered with the controller)."""
     request = {
         "topics": [],
@@ -330,7 +338,7 @@ def registered_brokers(broker: BrokerState, timeout_s: float = 2.0) -> list[int]
         "include_topic_authorized_operations": False,
     }
     try:
-        with BlockingKafkaClient(broker.host, broker.port, timeout_s=timeout_s) as client:
+        with BlockingKafkaClient(broker.host, broker.port, timeout_s=timeout_s, tls=tls) as client:
             body = client.request(ApiKey.METADATA, 8, request)
     except WireError:
         return None
@@ -482,7 +490,8 @@ def status(
         raise not_running_error(data_dir)
     processes = state.processes
     answers = [
-        broker_answers(p.host, p.port, timeout_s=min(settings.timeout_s, 2.0)) for p in processes
+        broker_answers(p.host, p.port, timeout_s=min(settings.timeout_s, 2.0), tls=state.tls_for(p))
+        for p in processes
     ]
     terminal = settings.terminal
     if json_out:

@@ -17,6 +17,7 @@ import logging
 import os
 import re
 import socket
+import ssl
 import struct
 import time
 from collections import deque
@@ -110,6 +111,7 @@ class BrokerState:
     cpu_percent: float | None = None  # rlogd's psutil sample, None when not running
     rss_bytes: int | None = None
     uptime_s: float | None = None
+    tls: bool = False  # its listener for rlog's own tools speaks SSL
 
     @property
     def address(self) -> str:
@@ -126,6 +128,14 @@ class ClusterState:
     config: str | None
     controller: BrokerState | None = None
     cluster_id: str | None = None
+    # The client properties rlog's own clients connect with, when its brokers speak SSL.
+    client_tls: dict[str, str] | None = None
+
+    def tls_for(self, process: BrokerState) -> ssl.SSLContext | None:
+        """The TLS context to reach `process` with, or None: it speaks plaintext."""
+        if not process.tls or not self.client_tls:
+            return None
+        return tls_context(self.client_tls)
 
     @property
     def processes(self) -> tuple[BrokerState, ...]:
@@ -157,7 +167,45 @@ def _process_state(entry: dict[str, Any], role: str) -> BrokerState:
         cpu_percent=_number(entry.get("cpu_percent")),
         rss_bytes=int(entry["rss_bytes"]) if entry.get("rss_bytes") is not None else None,
         uptime_s=_number(entry.get("uptime_s")),
+        tls=bool(entry.get("tls")),
     )
+
+
+def _string_map(value: object) -> dict[str, str] | None:
+    if not isinstance(value, dict):
+        return None
+    return {str(key): str(item) for key, item in value.items()}
+
+
+def tls_context(properties: dict[str, str]) -> ssl.SSLContext:
+    """An `ssl` context from librdkafka's TLS properties (ssl.ca.location, ssl.certificate
+    .location, ssl.key.location, ssl.key.password, ssl.endpoint.identification.algorithm)."""
+    context = ssl.create_default_context(cafile=properties.get("ssl.ca.location"))
+    certificate = properties.get("ssl.certificate.location")
+    if certificate:
+        context.load_cert_chain(
+            certificate,
+            properties.get("ssl.key.location") or None,
+            properties.get("ssl.key.password") or None,
+        )
+    if properties.get("ssl.endpoint.identification.algorithm", "https") == "none":
+        context.check_hostname = False
+    return context
+
+
+def wire_tls(settings: Settings) -> ssl.SSLContext | None:
+    """TLS for the CLI's own wire client when the bootstrap comes from a TLS cluster's data
+    dir (an explicit --bootstrap speaks plaintext)."""
+    if settings.bootstrap:
+        return None
+    properties = cluster_client_tls(settings.data_dir)
+    return tls_context(properties) if properties else None
+
+
+def cluster_client_tls(data_dir: Path) -> dict[str, str]:
+    """The TLS client properties of the cluster running in `data_dir` (none: plaintext)."""
+    state = running_cluster(data_dir)
+    return dict(state.client_tls or {}) if state is not None else {}
 
 
 def _number(value: object) -> float | None:
@@ -180,6 +228,7 @@ def read_cluster_state(data_dir: Path) -> ClusterState | None:
             config=document.get("config"),
             controller=_process_state(controller, "controller") if controller else None,
             cluster_id=document.get("cluster_id"),
+            client_tls=_string_map(document.get("client_tls")),
         )
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
@@ -324,8 +373,11 @@ def check_reachable(bootstrap: str, timeout_s: float) -> None:
 _API_VERSIONS_KEY = 18
 
 
-def broker_answers(host: str, port: int, timeout_s: float = 1.0) -> bool:
-    """Whether a Kafka broker answers an ApiVersions v0 request with error code 0.
+def broker_answers(
+    host: str, port: int, timeout_s: float = 1.0, tls: ssl.SSLContext | None = None
+) -> bool:
+    """Whether a Kafka broker answers an ApiVersions v0 request with error code 0 (over TLS
+    with `tls`).
 
     Hand-encoded (request header v1, empty body) so readiness checks need no client.
     """
@@ -333,11 +385,15 @@ def broker_answers(host: str, port: int, timeout_s: float = 1.0) -> bool:
     client_id = b"rlog-cli"
     body = struct.pack(">hhih", _API_VERSIONS_KEY, 0, correlation_id, len(client_id)) + client_id
     try:
-        with socket.create_connection((host, port), timeout=timeout_s) as sock:
-            sock.settimeout(timeout_s)
-            sock.sendall(struct.pack(">i", len(body)) + body)
-            head = _recv_exactly(sock, 10)  # size, correlation id, error code
-    except OSError:
+        sock = socket.create_connection((host, port), timeout=timeout_s)
+        with contextlib.closing(sock):
+            if tls is not None:  # the TLS socket takes over the descriptor, and closes it
+                sock = tls.wrap_socket(sock, server_hostname=host)
+            with contextlib.closing(sock):
+                sock.settimeout(timeout_s)
+                sock.sendall(struct.pack(">i", len(body)) + body)
+                head = _recv_exactly(sock, 10)  # size, correlation id, error code
+    except OSError:  # ssl.SSLError too: a refused certificate is no answer
         return False
     if head is None:
         return False
@@ -407,13 +463,16 @@ def client_config(
     role: str,
     on_error: Callable[[KafkaError], None] | None = None,
 ) -> dict[str, Any]:
-    """A confluent-kafka config: our defaults first, then the user's ``-X`` properties."""
+    """A confluent-kafka config: our defaults first (with the TLS settings of the data dir's
+    cluster when the bootstrap came from it), then the user's ``-X`` properties."""
     config: dict[str, Any] = {
         "bootstrap.servers": bootstrap,
         "client.id": f"rlog-{role}",
         "logger": _librdkafka_logger(settings.verbose),
         "error_cb": on_error or ClientErrors(),
     }
+    if not settings.bootstrap:
+        config.update(cluster_client_tls(settings.data_dir))
     config.update(properties)
     return config
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlog.cli import replicas
-from rlog.cli.discovery import Settings, check_reachable, resolve_bootstrap
+from rlog.cli.discovery import Settings, check_reachable, resolve_bootstrap, wire_tls
 from rlog.cli.terminal import CliError, ExitCode
 from rlog.core.protocol.apis import ApiKey
 from rlog.core.protocol.errors import ErrorCode
@@ -158,7 +158,7 @@ def describe_disks(
     bootstrap = resolve_bootstrap(settings)
     check_reachable(bootstrap, settings.timeout_s)
     processes = replicas.rlogd_processes(settings) or {}
-    cluster = replicas.WireCluster(bootstrap, settings.timeout_s)
+    cluster = replicas.WireCluster(bootstrap, settings.timeout_s, wire_tls(settings))
     not_running = {b.id: b.state for b in processes.values() if b.state in replicas.PROCESS_REASONS}
     cluster.avoid = {b.address for b in processes.values() if b.id in not_running}
     try:

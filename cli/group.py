@@ -55,6 +55,7 @@ from rlog.cli.discovery import (
     kafka_error,
     resolve_bootstrap,
     settings_of,
+    wire_tls,
 )
 from rlog.cli.group_describe import (
     CLASSIC,
@@ -790,7 +791,7 @@ def topic_partition_ids(admin: Admin, topic: str) -> list[int]:
 def _wire(settings: Settings) -> replicas.WireCluster:
     bootstrap = resolve_bootstrap(settings)
     check_reachable(bootstrap, settings.timeout_s)
-    return replicas.WireCluster(bootstrap, settings.timeout_s)
+    return replicas.WireCluster(bootstrap, settings.timeout_s, wire_tls(settings))
 
 
 def _asking_until(
@@ -1117,7 +1118,7 @@ def describe(
         raise CliError("use either --members or --state, not both", ExitCode.USAGE)
     settings = settings_of(ctx).override(bootstrap, data_dir)
     admin = open_admin(settings, properties)
-    cluster = replicas.WireCluster(admin.bootstrap, settings.timeout_s)
+    cluster = replicas.WireCluster(admin.bootstrap, settings.timeout_s, wire_tls(settings))
     try:
         consumer = describe_consumer_group(cluster, group, settings.timeout_s)
     finally:

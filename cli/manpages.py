@@ -66,6 +66,9 @@ FILE_NAMES: dict[Page, str] = {
 # roff
 
 
+BREAK_AFTER_COMMA = ",\\:"  # roff: a comma after which a line may break
+
+
 def escape(text: str) -> str:
     """Text safe for a roff input line: backslashes, hyphens and a leading control character."""
     text = text.replace("\\", "\\e").replace("-", "\\-")
@@ -723,7 +726,9 @@ def rlog_toml_page() -> str:
             lines += [".PP", escape(table_prose[table])]
         for key in (k for k in config_keys() if k.table == table):
             name = f'"{key.key}"' if "." in key.key else key.key
-            tag = f"{_bold(name)} = {_italic(toml_value(key.default))}"
+            # \: lets a long default (a comma-separated list) break after its commas.
+            default = _italic(toml_value(key.default)).replace(",", BREAK_AFTER_COMMA)
+            tag = f"{_bold(name)} = {default}"
             prose = key.prose or f"See {previous}."
             body = [escape(f"{prose} ({_type_name(key.default)})")]
             lines += _item(tag, body)

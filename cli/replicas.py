@@ -22,6 +22,7 @@ and brokers it reports not running are not asked at all (a paused one would cost
 
 from __future__ import annotations
 
+import ssl
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -72,6 +73,7 @@ class WireCluster:
 
     bootstrap: str
     timeout_s: float
+    tls: ssl.SSLContext | None = None  # the brokers' listener speaks SSL
     brokers: dict[int, tuple[str, int]] = field(default_factory=dict)
     _clients: dict[tuple[str, int], BlockingKafkaClient] = field(default_factory=dict)
     # Brokers that failed once: not asked again in this command (a paused one would cost a
@@ -83,7 +85,9 @@ class WireCluster:
 
     def _client(self, address: tuple[str, int]) -> BlockingKafkaClient:
         if address not in self._clients:
-            self._clients[address] = BlockingKafkaClient(*address, timeout_s=self.timeout_s)
+            self._clients[address] = BlockingKafkaClient(
+                *address, timeout_s=self.timeout_s, tls=self.tls
+            )
         return self._clients[address]
 
     def request_any(self, api_key: ApiKey, version: int, body: Body) -> Body:

@@ -36,6 +36,7 @@ from rlog.cli.discovery import (
     kafka_error,
     resolve_bootstrap,
     settings_of,
+    wire_tls,
 )
 from rlog.cli.terminal import CliError, ExitCode, Terminal, parse_properties
 
@@ -241,7 +242,7 @@ def _configs(admin: Admin, topic: str) -> tuple[dict[str, str], int]:
 def _wire(settings: Settings) -> replicas.WireCluster:
     bootstrap = resolve_bootstrap(settings)
     check_reachable(bootstrap, settings.timeout_s)
-    return replicas.WireCluster(bootstrap, settings.timeout_s)
+    return replicas.WireCluster(bootstrap, settings.timeout_s, wire_tls(settings))
 
 
 def _partition_views(

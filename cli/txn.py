@@ -46,6 +46,7 @@ from rlog.cli.discovery import (
     check_reachable,
     resolve_bootstrap,
     settings_of,
+    wire_tls,
 )
 from rlog.cli.terminal import CliError, ExitCode, Terminal
 from rlog.core.protocol.apis import ApiKey
@@ -292,7 +293,7 @@ def not_found_error(missing: Sequence[str]) -> CliError:
 def _wire(settings: Settings) -> replicas.WireCluster:
     bootstrap = resolve_bootstrap(settings)
     check_reachable(bootstrap, settings.timeout_s)
-    return replicas.WireCluster(bootstrap, settings.timeout_s)
+    return replicas.WireCluster(bootstrap, settings.timeout_s, wire_tls(settings))
 
 
 def _until(

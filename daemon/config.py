@@ -15,6 +15,13 @@ from typing import Any
 
 from rlog.core import limits
 from rlog.core.storage.config import LogConfig
+from rlog.daemon.listeners import (
+    DEFAULT_PROTOCOL_MAP_TEXT,
+    ListenerSettings,
+    broker_listeners,
+    controller_protocol,
+)
+from rlog.daemon.tls import check_tls_settings
 
 
 class ConfigError(ValueError):
@@ -108,6 +115,20 @@ _BROKER_KEYS: dict[str, tuple[str, type]] = {
     ),
     "producer.id.expiration.ms": ("producer_id_expiration_ms", int),
     "producer.id.expiration.check.interval.ms": ("producer_id_expiration_check_interval_ms", int),
+    # Listeners (daemon/listeners.py) and TLS (daemon/tls.py): read at start only.
+    "listeners": ("listeners", str),
+    "advertised.listeners": ("advertised_listeners", str),
+    "listener.security.protocol.map": ("listener_security_protocol_map", str),
+    "inter.broker.listener.name": ("inter_broker_listener_name", str),
+    "controller.listener.names": ("controller_listener_names", str),
+    "ssl.keystore.type": ("ssl_keystore_type", str),
+    "ssl.keystore.location": ("ssl_keystore_location", str),
+    "ssl.key.password": ("ssl_key_password", str),
+    "ssl.truststore.type": ("ssl_truststore_type", str),
+    "ssl.truststore.location": ("ssl_truststore_location", str),
+    "ssl.client.auth": ("ssl_client_auth", str),
+    "ssl.endpoint.identification.algorithm": ("ssl_endpoint_identification_algorithm", str),
+    "ssl.enabled.protocols": ("ssl_enabled_protocols", str),
 }
 
 BROKER_KEYS = _BROKER_KEYS  # Kafka's name -> (attribute, type), for tools that edit the file
@@ -175,6 +196,29 @@ class BrokerSettings:
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
     producer_id_expiration_ms: int = 86_400_000
     producer_id_expiration_check_interval_ms: int = 600_000
+    listeners: str = ""  # not set: one PLAINTEXT listener at rlogd's host and port
+    advertised_listeners: str = ""
+    listener_security_protocol_map: str = DEFAULT_PROTOCOL_MAP_TEXT
+    inter_broker_listener_name: str = ""  # not set: the first listener
+    controller_listener_names: str = "CONTROLLER"
+    ssl_keystore_type: str = "PEM"
+    ssl_keystore_location: str = ""
+    ssl_key_password: str = ""
+    ssl_truststore_type: str = "PEM"
+    ssl_truststore_location: str = ""
+    ssl_client_auth: str = "none"
+    ssl_endpoint_identification_algorithm: str = "https"
+    ssl_enabled_protocols: str = "TLSv1.2,TLSv1.3"
+
+    @property
+    def listener_settings(self) -> ListenerSettings:
+        return ListenerSettings(
+            self.listeners,
+            self.advertised_listeners,
+            self.listener_security_protocol_map,
+            self.inter_broker_listener_name,
+            self.controller_listener_names,
+        )
 
     def to_kafka_properties(self) -> dict[str, str]:
         """These settings under Kafka's names, as DescribeConfigs shows them."""
@@ -321,6 +365,12 @@ def broker_settings(table: dict[str, Any]) -> BrokerSettings:
         raise ConfigError("[broker] socket.request.max.bytes: must exceed message.max.bytes")
     if settings.log_cleaner_backoff_ms < 1:
         raise ConfigError("[broker] log.cleaner.backoff.ms: must be at least 1")
+    try:
+        broker_listeners(settings.listener_settings, 1, "127.0.0.1", 9092)
+        controller_protocol(settings.listener_settings)
+        check_tls_settings(settings)
+    except ValueError as error:
+        raise ConfigError(f"[broker] {error}") from None
     return settings
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import ssl
 from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol, cast
@@ -100,12 +101,15 @@ class KafkaClient:
         *,
         client_id: str = "rlog",
         gate: Gate | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
-        """`gate`: consulted before each request; it may delay it or refuse it (chaos)."""
+        """`gate`: consulted before each request; it may delay it or refuse it (chaos).
+        `tls`: the listener speaks SSL; connect with this context (daemon/tls.py)."""
         self.host = host
         self.port = port
         self.client_id = client_id
         self.gate = gate
+        self.tls = tls
         self._stream: _Stream | None = None  # set once connected and the queue is written
         self._connecting: asyncio.Task[None] | None = None
         self._waiting: deque[_Waiter] = deque()  # sent, in the order answers will come
@@ -186,9 +190,13 @@ class KafkaClient:
         loop = asyncio.get_running_loop()
         try:
             _transport, stream = await loop.create_connection(
-                lambda: _Stream(self, ClientConnection()), self.host, self.port
+                lambda: _Stream(self, ClientConnection()),
+                self.host,
+                self.port,
+                ssl=self.tls,
+                server_hostname=self.host if self.tls is not None else None,
             )
-        except OSError as error:
+        except OSError as error:  # ssl.SSLError included: a refused certificate
             self._connecting = None
             self._fail(WireError(f"{self.address}: {error}"))
             return
@@ -270,15 +278,22 @@ class KafkaClient:
 
 
 class BlockingKafkaClient:
-    """One request at a time over a plain socket: for the CLI and tests."""
+    """One request at a time over a plain socket (or TLS with `tls`): for the CLI and tests."""
 
     def __init__(
-        self, host: str, port: int, *, timeout_s: float = 10.0, client_id: str = "rlog"
+        self,
+        host: str,
+        port: int,
+        *,
+        timeout_s: float = 10.0,
+        client_id: str = "rlog",
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.host = host
         self.port = port
         self.timeout_s = timeout_s
         self.client_id = client_id
+        self.tls = tls
         self._socket: socket.socket | None = None
         self._codec = ClientConnection()
 
@@ -289,9 +304,14 @@ class BlockingKafkaClient:
     def request(self, api_key: ApiKey, version: int, body: Body) -> Body:
         try:
             if self._socket is None:
-                self._socket = socket.create_connection(
-                    (self.host, self.port), timeout=self.timeout_s
-                )
+                sock = socket.create_connection((self.host, self.port), timeout=self.timeout_s)
+                if self.tls is not None:
+                    try:
+                        sock = self.tls.wrap_socket(sock, server_hostname=self.host)
+                    except OSError:
+                        sock.close()
+                        raise
+                self._socket = sock
                 self._codec = ClientConnection()
             self._socket.sendall(self._codec.send_request(api_key, version, body, self.client_id))
             while True:

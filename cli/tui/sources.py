@@ -34,6 +34,7 @@ from rlog.cli.discovery import (
     control_request,
     kafka_error,
     resolve_bootstrap,
+    wire_tls,
 )
 from rlog.cli.terminal import CliError
 from rlog.cli.tui.groups import GroupsSource
@@ -135,7 +136,9 @@ class Collector:
         return tuple(found)
 
     def partitions(self) -> tuple[PartitionInfo, ...]:
-        cluster = replicas.WireCluster(resolve_bootstrap(self.settings), self.timeout_s)
+        cluster = replicas.WireCluster(
+            resolve_bootstrap(self.settings), self.timeout_s, wire_tls(self.settings)
+        )
         cluster.avoid = set(self._not_running)
         try:
             metadata = replicas.fetch_metadata(cluster, None)
@@ -172,7 +175,9 @@ class Collector:
 
     def transactions(self) -> Transactions:
         bootstrap = resolve_bootstrap(self.settings)
-        return fetch_transactions(bootstrap, self.timeout_s, self._not_running)
+        return fetch_transactions(
+            bootstrap, self.timeout_s, self._not_running, wire_tls(self.settings)
+        )
 
     def events(self) -> tuple[Event, ...]:
         found = [Event.from_journal(e) for e in self._events.poll()]

@@ -11,6 +11,7 @@ warning says so.
 
 from __future__ import annotations
 
+import ssl
 import time
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping
@@ -88,12 +89,15 @@ def describe_at_coordinators(
 
 
 def fetch_transactions(
-    bootstrap: str, timeout_s: float, avoid: Collection[tuple[str, int]] = ()
+    bootstrap: str,
+    timeout_s: float,
+    avoid: Collection[tuple[str, int]] = (),
+    tls: ssl.SSLContext | None = None,
 ) -> Transactions:
     """Every transactional id the brokers' coordinators own, described, not asking the brokers
     at `avoid` (not running). Raises :class:`rlog.cli.terminal.CliError` when no broker answers
     at all."""
-    cluster = replicas.WireCluster(bootstrap, timeout_s)
+    cluster = replicas.WireCluster(bootstrap, timeout_s, tls)
     cluster.avoid = set(avoid)
     try:
         listings, warnings = txn.list_transactions(cluster, [], timeout_s)

@@ -10,7 +10,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from rlog.core.metadata.records import MetadataRecord
+from rlog.core.metadata.records import Endpoint, MetadataRecord
 
 PRODUCER_ID_BLOCK_SIZE = 1000  # ids per AllocateProducerIds (KIP-730's block)
 
@@ -55,6 +55,8 @@ class RegisterBrokerRequest:
     # The broker epoch it shut down cleanly with (its clean-shutdown file), or -1 after a
     # crash: Kafka's PreviousBrokerEpoch (BrokerRegistration v3+).
     previous_broker_epoch: int = -1
+    # Every listener, the one at host:port (its peers') first; empty: that one, PLAINTEXT.
+    listeners: tuple[Endpoint, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -95,6 +95,13 @@ def handle_register(
         return RegisterBrokerResponse(
             ErrorCode.INVALID_REQUEST, message=f"bad broker id or port in {request}"
         )
+    names = [endpoint.name for endpoint in request.listeners]
+    if len(set(names)) != len(names) or any(
+        not 1 <= endpoint.port <= 65535 for endpoint in request.listeners
+    ):
+        return RegisterBrokerResponse(
+            ErrorCode.INVALID_REQUEST, message=f"listeners repeat a name or a bad port: {names}"
+        )
     existing = state.image.brokers.get(request.broker_id)
     if existing is not None:
         if existing.incarnation_id != request.incarnation_id and state.session_alive(
@@ -122,6 +129,7 @@ def handle_register(
             request.host,
             request.port,
             request.rack,
+            request.listeners,
         )
     )
     state.last_contact_ms[request.broker_id] = now_ms

@@ -19,6 +19,7 @@ from rlog.core.metadata.records import (
     CreatePartition,
     CreateTopic,
     DeleteTopic,
+    Endpoint,
     FenceBroker,
     MetadataRecord,
     RegisterBroker,
@@ -33,10 +34,24 @@ class BrokerInfo:
     broker_id: int
     epoch: int  # the offset of its RegisterBroker record
     incarnation_id: str
-    host: str
+    host: str  # host and port: the listener its peers use (inter.broker.listener.name)
     port: int
     rack: str | None
     fenced: bool
+    listeners: tuple[Endpoint, ...] = ()
+
+    def endpoint(self, listener: str) -> Endpoint | None:
+        """Where clients of `listener` reach this broker (None: it has no such listener, and
+        Kafka leaves it out of answers given on that listener). A broker registered without
+        listeners has one, PLAINTEXT, at host:port."""
+        for endpoint in self.listeners or (_plaintext(self.host, self.port),):
+            if endpoint.name == listener:
+                return endpoint
+        return None
+
+
+def _plaintext(host: str, port: int) -> Endpoint:
+    return Endpoint("PLAINTEXT", host, port, "PLAINTEXT")
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +108,7 @@ class MetadataImage:
             record.port,
             record.rack,
             fenced=True,
+            listeners=record.listeners,
         )
 
     def _fence_broker(self, offset: int, record: FenceBroker) -> None:

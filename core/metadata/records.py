@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import types
 from collections.abc import Sequence
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, dataclass, fields, is_dataclass
 from typing import Any, ClassVar, Union, get_args, get_origin, get_type_hints
 
 from rlog.core.records import build_batch, decode_batch, iter_batches
@@ -25,9 +25,23 @@ class MetadataDecodeError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One listener of a broker as clients reach it: its name (`listeners`), the advertised
+    host and port, and its security protocol (`listener.security.protocol.map`)."""
+
+    name: str
+    host: str
+    port: int
+    security_protocol: str
+
+
+@dataclass(frozen=True, slots=True)
 class RegisterBroker:
     """A broker (re-)registers; its epoch is this record's offset, so every registration of one
     id has a larger epoch than the last (KRaft's rule). A registered broker starts fenced.
+    `host` and `port` are the listener its peers reach it on (inter.broker.listener.name);
+    `listeners` are all of them, that one first. A record without `listeners` (written before
+    brokers had several) means one PLAINTEXT listener at `host`:`port`.
     """
 
     TYPE: ClassVar[str] = "register_broker"
@@ -37,6 +51,7 @@ class RegisterBroker:
     host: str
     port: int
     rack: str | None
+    listeners: tuple[Endpoint, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,8 +181,17 @@ assert all("type" not in hints for hints in _FIELD_TYPES.values())
 def encode_record(record: MetadataRecord) -> bytes:
     document: dict[str, Any] = {"type": record.TYPE}
     for f in fields(record):
-        document[f.name] = getattr(record, f.name)
+        document[f.name] = _to_json(getattr(record, f.name))
     return json.dumps(document, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _to_json(value: Any) -> Any:
+    """Nested records (an Endpoint) become objects; JSON takes the rest as it is."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _to_json(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, tuple | list):
+        return [_to_json(item) for item in value]
+    return value
 
 
 def decode_record(data: bytes | bytearray | memoryview) -> MetadataRecord:
@@ -215,6 +239,16 @@ def _from_json(value: Any, hint: Any, where: str) -> Any:
         if not isinstance(value, dict):
             raise MetadataDecodeError(f"{where}: {value!r} is not an object")
         return {key: _from_json(item, str, f"{where}[{key!r}]") for key, item in value.items()}
+    if is_dataclass(hint):
+        if not isinstance(value, dict):
+            raise MetadataDecodeError(f"{where}: {value!r} is not an object")
+        hints = get_type_hints(hint)
+        names = [f.name for f in fields(hint)]
+        if set(value) != set(names):
+            raise MetadataDecodeError(f"{where}: fields {sorted(value)}, expected {sorted(names)}")
+        return hint(
+            **{name: _from_json(value[name], hints[name], f"{where}.{name}") for name in names}
+        )
     raise AssertionError(f"{where}: no JSON rule for {hint}")
 
 

@@ -229,6 +229,21 @@ BROKER_CONFIGS: dict[str, ConfigSpec] = {
     "producer.id.expiration.check.interval.ms": ConfigSpec(
         INT, "How often idle producers are looked for."
     ),
+    "listeners": ConfigSpec(STR, "Where the broker binds: NAME://host:port,... (broker 1's)."),
+    "advertised.listeners": ConfigSpec(STR, "What clients are told per listener name."),
+    "listener.security.protocol.map": ConfigSpec(STR, "Each listener name's security protocol."),
+    "inter.broker.listener.name": ConfigSpec(STR, "The listener brokers reach each other on."),
+    "controller.listener.names": ConfigSpec(LIST, "The controller's listener names."),
+    "ssl.keystore.type": ConfigSpec(STR, "The keystore's file format (PEM)."),
+    "ssl.keystore.location": ConfigSpec(STR, "The PEM file of the private key and cert chain."),
+    "ssl.key.password": ConfigSpec(ConfigType.PASSWORD, "The private key's password."),
+    "ssl.truststore.type": ConfigSpec(STR, "The truststore's file format (PEM)."),
+    "ssl.truststore.location": ConfigSpec(STR, "The PEM file of trusted CA certificates."),
+    "ssl.client.auth": ConfigSpec(STR, "none, requested or required client certificates."),
+    "ssl.endpoint.identification.algorithm": ConfigSpec(
+        STR, "https: check the peer's host name against its certificate; empty: do not."
+    ),
+    "ssl.enabled.protocols": ConfigSpec(LIST, "The TLS versions the listeners accept."),
 }
 
 _BROKER_NAME_OF_DYNAMIC = {topic: broker for broker, topic in BROKER_CONFIG_SYNONYMS.items()}
@@ -287,13 +302,16 @@ def _entry(
     include_documentation: bool,
 ) -> Body:
     source = synonyms[0]["source"] if synonyms else ConfigSource.DEFAULT_CONFIG
+    sensitive = spec.type == ConfigType.PASSWORD
+    if sensitive:  # Kafka never shows a password, not even in its synonyms
+        synonyms = [synonym | {"value": None} for synonym in synonyms]
     return {
         "name": name,
-        "value": value,
+        "value": None if sensitive else value,
         "read_only": read_only,
         "is_default": source == ConfigSource.DEFAULT_CONFIG,  # v0 only
         "config_source": source,
-        "is_sensitive": False,  # Kafka hides passwords' values; rlog has no secret configs
+        "is_sensitive": sensitive,
         "synonyms": synonyms if include_synonyms else [],
         "config_type": spec.type,
         "documentation": (spec.doc or None) if include_documentation else None,

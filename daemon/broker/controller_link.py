@@ -13,19 +13,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rlog.core.controller.api import ReplicaLogEnd
 from rlog.core.metadata.image import MetadataImage
 from rlog.core.metadata.log_store import METADATA_PARTITION, METADATA_TOPIC
-from rlog.core.metadata.records import MetadataDecodeError, records_from_batches
+from rlog.core.metadata.records import Endpoint, MetadataDecodeError, records_from_batches
 from rlog.core.protocol.apis import ApiKey
 from rlog.core.protocol.errors import ErrorCode
 from rlog.core.replication import AlterPartitionResponse, ProposeIsr
 from rlog.daemon.config import BrokerSettings
+from rlog.daemon.listeners import SECURITY_PROTOCOLS
 from rlog.daemon.wire import Gate, KafkaClient, WireError
 
 log = logging.getLogger(__name__)
@@ -34,7 +36,6 @@ Body = dict[str, Any]
 METADATA_FETCH_MAX_WAIT_MS = 500
 METADATA_FETCH_MAX_BYTES = 8 * 1024 * 1024
 RETRY_BACKOFF_S = 0.2
-SECURITY_PROTOCOL_PLAINTEXT = 0
 # Re-registration codes: the controller does not know this broker at this epoch.
 _UNREGISTERED = (ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_REGISTERED)
 
@@ -56,11 +57,16 @@ class ControllerLink:
         previous_broker_epoch: int = -1,
         recovering_log_ends: Callable[[], list[ReplicaLogEnd]] = list,
         incarnation_id: uuid.UUID | None = None,
+        listeners: Sequence[Endpoint] = (),
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         """`gate`: chaos's hold on the link to the controller (see faults.py).
         `previous_broker_epoch`: the epoch of the last clean shutdown, -1 after a crash.
         `recovering_log_ends`: what to tell in each heartbeat (BrokerCore.recovering_log_ends).
+        `listeners`: what the broker registers, its peers' listener (at `host`:`port`) first;
+        none: one PLAINTEXT listener there. `tls`: the controller's listener speaks SSL.
         """
+        self.listeners = tuple(listeners) or (Endpoint("PLAINTEXT", host, port, "PLAINTEXT"),)
         self.previous_broker_epoch = previous_broker_epoch
         self.recovering_log_ends = recovering_log_ends
         self.broker_id = broker_id
@@ -77,9 +83,11 @@ class ControllerLink:
         self.should_shut_down = False
         self._want_shut_down = False
         self.want_fence = False  # the log dir failed: stay fenced (ask_to_be_fenced)
-        self._requests = KafkaClient(*controller, client_id=f"broker-{broker_id}", gate=gate)
+        self._requests = KafkaClient(
+            *controller, client_id=f"broker-{broker_id}", gate=gate, tls=tls
+        )
         self._fetches = KafkaClient(
-            *controller, client_id=f"broker-{broker_id}-metadata", gate=gate
+            *controller, client_id=f"broker-{broker_id}-metadata", gate=gate, tls=tls
         )
         self._unreachable_since: float | None = None
         self._told_duplicate = False
@@ -149,11 +157,12 @@ class ControllerLink:
             "incarnation_id": self.incarnation_id,
             "listeners": [
                 {
-                    "name": "PLAINTEXT",
-                    "host": self.host,
-                    "port": self.port,
-                    "security_protocol": SECURITY_PROTOCOL_PLAINTEXT,
+                    "name": endpoint.name,
+                    "host": endpoint.host,
+                    "port": endpoint.port,
+                    "security_protocol": SECURITY_PROTOCOLS[endpoint.security_protocol],
                 }
+                for endpoint in self.listeners
             ],
             "features": [],
             "rack": None,

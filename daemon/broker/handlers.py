@@ -36,7 +36,7 @@ from rlog.daemon.broker.controller_link import ControllerLink
 from rlog.daemon.broker.core_driver import BrokerDriver
 from rlog.daemon.broker.groups import GroupService
 from rlog.daemon.broker.log_dirs import describe_log_dirs
-from rlog.daemon.broker.server import CLIENT_HOST
+from rlog.daemon.broker.server import CLIENT_HOST, LISTENER
 from rlog.daemon.broker.topic_partitions import (
     ZERO_TOPIC_ID,
     describe_topic_partitions,
@@ -174,11 +174,16 @@ class Handlers:
         controller_id = self.broker_id if self.broker_id in live_ids else -1
         if controller_id == -1 and live_ids:
             controller_id = min(live_ids)
+        # Each broker as this connection's listener reaches it; one without that listener is
+        # left out, as Kafka does.
+        listener = LISTENER.get()
+        endpoints = [(b, b.endpoint(listener)) for b in sorted(live, key=lambda b: b.broker_id)]
         return {
             "throttle_time_ms": 0,
             "brokers": [
-                {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
-                for b in sorted(live, key=lambda b: b.broker_id)
+                {"node_id": b.broker_id, "host": e.host, "port": e.port, "rack": b.rack}
+                for b, e in endpoints
+                if e is not None
             ],
             "cluster_id": self.cluster_id,
             # Admin clients send topic requests here; every broker forwards them.
@@ -265,6 +270,10 @@ class Handlers:
         error, message, where = await self.groups.find_coordinator(
             body.get("key") or "", body.get("key_type", 0)
         )
+        broker = self.image.brokers.get(where["node_id"])
+        endpoint = broker.endpoint(LISTENER.get()) if broker is not None else None
+        if endpoint is not None:  # the coordinator as this connection's listener reaches it
+            where = where | {"host": endpoint.host, "port": endpoint.port}
         return {"throttle_time_ms": 0, "error_code": error, "error_message": message, **where}
 
     # -- admin requests: forwarded to the controller ----------------------------------------

@@ -30,6 +30,8 @@ from rlog.daemon.config import BrokerSettings, ConfigError, load_config
 from rlog.daemon.data_dir import CONTROLLER, meta_path
 from rlog.daemon.events import EventJournal
 from rlog.daemon.exit_codes import LOG_DIR_RECOVERED, ExitCode
+from rlog.daemon.listeners import broker_listeners, controller_protocol
+from rlog.daemon.tls import client_context, server_context
 
 log = logging.getLogger("rlog.broker")
 
@@ -104,6 +106,18 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
     except ConfigError as error:
         print(f"broker-{args.id}: {error}", file=sys.stderr)
         return ExitCode.CONFIG
+    try:
+        listeners = broker_listeners(settings.listener_settings, args.id, args.host, args.port)
+        server_tls = server_context(settings) if any(each.uses_tls for each in listeners) else None
+        inter_broker_tls = client_context(settings) if listeners[0].uses_tls else None
+        controller_tls = (
+            client_context(settings)
+            if controller_protocol(settings.listener_settings) == "SSL"
+            else None
+        )
+    except ValueError as error:  # ListenerError, TlsSettingsError: a setting or its file
+        print(f"broker-{args.id}: {error}", file=sys.stderr)
+        return ExitCode.CONFIG
     faults = Faults(args.faults)
     faults.reload()
     core = BrokerCore(
@@ -125,8 +139,8 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
 
     link = ControllerLink(
         args.id,
-        args.host,
-        args.port,
+        listeners[0].host,
+        listeners[0].port,
         args.cluster_id,
         controller,
         settings,
@@ -135,8 +149,10 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
         previous_broker_epoch=core.previous_broker_epoch,
         recovering_log_ends=core.recovering_log_ends,
         incarnation_id=args.incarnation_id,
+        listeners=[each.endpoint for each in listeners],
+        tls=controller_tls,
     )
-    peers = PeerLinks(args.id, lambda: link.image, faults)
+    peers = PeerLinks(args.id, lambda: link.image, faults, inter_broker_tls)
     driver.connect(link.alter_partition, peers.send, link.allocate_producer_ids)
     groups = GroupService(args.id, settings, link)
     handlers = Handlers(
@@ -147,21 +163,31 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
         link,
         groups,
     )
-    server = BrokerServer(handlers, settings.socket_request_max_bytes, faults=faults)
-    try:
-        server.listen(args.host, args.port)
-    except OSError as error:
-        print(
-            f"broker-{args.id}: cannot listen on {args.host}:{args.port}: {error.strerror}",
-            file=sys.stderr,
+    servers = [
+        BrokerServer(
+            handlers,
+            settings.socket_request_max_bytes,
+            faults=faults,
+            listener_name=each.name,
+            tls=server_tls if each.uses_tls else None,
         )
-        driver.close()
-        return ExitCode.CONFIG
+        for each in listeners
+    ]
+    for server, each in zip(servers, listeners, strict=True):
+        try:
+            server.listen(each.bind_host, each.bind_port)
+        except OSError as error:
+            where = f"{each.name}://{each.bind_host}:{each.bind_port}"
+            print(f"broker-{args.id}: cannot listen on {where}: {error.strerror}", file=sys.stderr)
+            driver.close()
+            return ExitCode.CONFIG
     log.info(
-        "broker %d listening on %s:%d with %d logs (recovered in %.0f ms); controller at %s:%d",
+        "broker %d listening on %s with %d logs (recovered in %.0f ms); controller at %s:%d",
         args.id,
-        args.host,
-        args.port,
+        ", ".join(
+            f"{each.name}://{each.bind_host}:{each.bind_port} ({each.security_protocol})"
+            for each in listeners
+        ),
         len(core.hosted.logs.topic_partitions()),
         (time.monotonic() - started) * 1000,
         *controller,
@@ -178,16 +204,14 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
     loop.add_signal_handler(signal.SIGUSR1, faults.reload)  # rlogd changed the chaos rules
     health.install_resume_handler()  # a pause is not a slow disk
     duties = [
-        asyncio.create_task(server.serve()),
+        *(asyncio.create_task(server.serve()) for server in servers),
         asyncio.create_task(link.run()),
         asyncio.create_task(_every(TICK_INTERVAL_MS, "tick", driver.tick)),
         asyncio.create_task(
             _every(
                 TRAFFIC_INTERVAL_MS,
                 "traffic",
-                lambda: write_traffic(
-                    core.traffic, data_dir, server.requests_received, server.requests_by_api
-                ),
+                lambda: write_traffic(core.traffic, data_dir, *requests_read(servers)),
             )
         ),
     ]
@@ -217,7 +241,8 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
         duty.cancel()
     await cleaner.stop()  # a segment rewrite may still run in its thread
     peers.close()
-    await server.close()
+    for server in servers:
+        await server.close()
     link.close()
     driver.close()
     if recovery.recovered:
@@ -225,6 +250,15 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
         return LOG_DIR_RECOVERED
     log.info("broker %d stopped cleanly", args.id)
     return ExitCode.OK
+
+
+def requests_read(servers: list[BrokerServer]) -> tuple[int, dict[int, int]]:
+    """Every request the listeners read, in all and per API key."""
+    by_api: dict[int, int] = {}
+    for server in servers:
+        for api_key, count in server.requests_by_api.items():
+            by_api[api_key] = by_api.get(api_key, 0) + count
+    return sum(server.requests_received for server in servers), by_api
 
 
 def main(argv: list[str] | None = None) -> None:

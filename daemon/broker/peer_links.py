@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Callable
 
 from rlog.core.broker import Body, PeerRequest
@@ -22,9 +23,16 @@ log = logging.getLogger(__name__)
 
 class PeerLinks:
     def __init__(
-        self, broker_id: int, image: Callable[[], MetadataImage], faults: Faults | None = None
+        self,
+        broker_id: int,
+        image: Callable[[], MetadataImage],
+        faults: Faults | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
+        """`tls`: the brokers' inter-broker listener speaks SSL (each peer is reached at the
+        host and port it registered first: that listener's)."""
         self.broker_id = broker_id
+        self._tls = tls
         self._image = image
         self._faults = faults
         self._clients: dict[tuple[int, str], KafkaClient] = {}
@@ -64,7 +72,11 @@ class PeerLinks:
             client.close()
         gate = self._faults.gate(broker_name(peer_id)) if self._faults is not None else None
         client = KafkaClient(
-            broker.host, broker.port, client_id=f"broker-{self.broker_id}-{channel}", gate=gate
+            broker.host,
+            broker.port,
+            client_id=f"broker-{self.broker_id}-{channel}",
+            gate=gate,
+            tls=self._tls,
         )
         self._clients[(peer_id, channel)] = client
         return client

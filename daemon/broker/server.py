@@ -19,6 +19,10 @@ request and no event-loop registration per read:
 - a connection stops reading while it has CONNECTION_INFLIGHT_MAX requests unanswered or more
   than OUTPUT_BACKLOG_MAX bytes not yet taken by its client, so a client that pipelines without
   reading cannot make the broker buffer without bound.
+
+An SSL listener's connections pass their bytes through a `TlsSession` (daemon/tls.py): what is
+read is decrypted before the codec sees it, and each loop pass's answers are encrypted together,
+log slices included (read into memory: no sendfile under TLS).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import contextlib
 import logging
 import os
 import socket
+import ssl
 from collections import deque
 from collections.abc import Callable, Coroutine, Mapping
 from contextvars import ContextVar
@@ -45,6 +50,7 @@ from rlog.core.protocol.connection import (
 from rlog.core.storage.files import FileSlice
 from rlog.daemon.broker.faults import Faults, peer_of
 from rlog.daemon.faults_file import CLIENTS
+from rlog.daemon.tls import TlsSession
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +69,8 @@ Reply = Callable[[Body | None], None]
 # The address of the client whose request is being handled (group members' `client_host`), for
 # handlers that run as tasks.
 CLIENT_HOST: ContextVar[str] = ContextVar("client_host", default="")
+# The listener the request came in on: answers name brokers by that listener's endpoints.
+LISTENER: ContextVar[str] = ContextVar("listener", default="PLAINTEXT")
 
 
 class RequestHandler(Protocol):
@@ -83,12 +91,18 @@ class BrokerServer:
         max_request_bytes: int,
         supported: Mapping[ApiKey, tuple[int, int]] = SUPPORTED,
         faults: Faults | None = None,
+        *,
+        listener_name: str = "PLAINTEXT",
+        tls: ssl.SSLContext | None = None,
     ) -> None:
-        """`faults`: chaos rules (a broker's); requests from a cut peer close their connection."""
+        """`faults`: chaos rules (a broker's); requests from a cut peer close their connection.
+        `tls`: the listener speaks SSL with this context."""
         self.handlers = handlers
         self.max_request_bytes = max_request_bytes
         self.supported = supported
         self.faults = faults
+        self.listener_name = listener_name
+        self.tls = tls
         self._listener: socket.socket | None = None
         self._connections: set[_Connection] = set()
         self.requests_received = 0  # every request read, clients' and peers' (RequestsPerSec)
@@ -174,6 +188,9 @@ class _Connection:
         self.input_ended = False  # the client closed its side: answer what it asked, then close
         self.closed = False
         self.tasks: set[asyncio.Task[None]] = set()
+        tls = server.tls
+        self.tls = TlsSession(tls, server_side=True) if tls is not None else None
+        self.plaintext: list[bytes | memoryview] = []  # TLS: answers of this pass, to encrypt
 
     # ---- reading ----
 
@@ -198,8 +215,46 @@ class _Connection:
         except OSError:
             self.close()  # the peer went away
             return
+        if self.tls is not None:
+            ended = not data
+            data = self._decrypt(data)
+            if self.closed:
+                return
+            if ended or self.tls.closed_by_peer:
+                if data:
+                    self.codec.receive_data(data)
+                data = b""  # the end of the stream, for the codec
+            elif not data:
+                return  # a handshake step, or a record not yet whole
         self.codec.receive_data(data)
         self._take_requests()
+
+    def _decrypt(self, ciphertext: bytes) -> bytes:
+        """The plaintext `ciphertext` completes; handshake answers go out at once. A failed
+        handshake or a bad record closes the connection, after the alert that says why."""
+        tls = self.tls
+        assert tls is not None
+        try:
+            plaintext = tls.receive(ciphertext)
+        except ssl.SSLError as error:
+            log.info("TLS with %s failed: %s", self.address, error.reason or error)
+            self._queue_ciphertext()
+            with contextlib.suppress(OSError):
+                self._write_output()
+            self.close()
+            return b""
+        if self._queue_ciphertext():
+            self._write()
+        return plaintext
+
+    def _queue_ciphertext(self) -> bool:
+        """Move what the TLS session has for the socket to the output; whether there was any."""
+        assert self.tls is not None
+        ciphertext = self.tls.take_output()
+        if ciphertext:
+            self.output_bytes += len(ciphertext)
+            self.output.append(ciphertext)
+        return bool(ciphertext)
 
     def _take_requests(self) -> None:
         """Start every whole request buffered, up to the in-flight bound."""
@@ -260,6 +315,7 @@ class _Connection:
 
     async def _handle(self, slot: _Slot) -> None:
         CLIENT_HOST.set(self.client_host)
+        LISTENER.set(self.server.listener_name)
         try:
             body = await self.server.handlers.handle(slot.request)
         except Exception:
@@ -316,18 +372,26 @@ class _Connection:
             for part in parts:
                 if not self._queue(part):
                     return
+        if self.plaintext:  # TLS: this pass's answers, encrypted together
+            assert self.tls is not None
+            self.tls.send(b"".join(self.plaintext))
+            self.plaintext.clear()
+            self._queue_ciphertext()
         self._write()
 
     def _queue(self, part: bytes | FileSlice) -> bool:
         """Add one part of an answer to the output; False (and the connection closed) if a small
         log slice could not be read whole."""
-        if isinstance(part, FileSlice) and part.size <= SMALL_SLICE_BYTES:
-            data = part.read()  # sent in the same sendmsg as the bytes around it
+        if isinstance(part, FileSlice) and (part.size <= SMALL_SLICE_BYTES or self.tls is not None):
+            data = part.read()  # sent in the same sendmsg as the bytes around it, or encrypted
             if len(data) != part.size:
                 log.warning("a log file shrank under a fetch answer to %s; closing", self.address)
                 self.close()
                 return False
             part = data
+        if self.tls is not None:
+            self.plaintext.append(part)
+            return True
         self.output_bytes += part.size if isinstance(part, FileSlice) else len(part)
         self.output.append(part)
         return True

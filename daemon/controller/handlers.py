@@ -29,6 +29,7 @@ from rlog.core.controller import (
     ReplicaLogEnd,
 )
 from rlog.core.metadata.log_store import METADATA_PARTITION, METADATA_TOPIC
+from rlog.core.metadata.records import Endpoint
 from rlog.core.protocol.apis import CONTROLLER_SUPPORTED, ApiKey, api_versions_body
 from rlog.core.protocol.connection import Request
 from rlog.core.protocol.errors import ErrorCode
@@ -36,6 +37,7 @@ from rlog.core.storage.log import OffsetOutOfRangeError
 from rlog.daemon.controller import admin
 from rlog.daemon.controller.service import ControllerFailed, ControllerService
 from rlog.daemon.error_answers import empty_fetch_partition, error_answer
+from rlog.daemon.listeners import security_protocol_name
 
 log = logging.getLogger("rlog.controller")
 
@@ -99,7 +101,17 @@ class Handlers:
         if not body["listeners"]:
             log.warning("broker %d refused: it registered without a listener", broker_id)
             return answer | {"error_code": ErrorCode.INVALID_REQUEST}
+        # The first listener is the one its peers use (the broker sends it first).
         listener = body["listeners"][0]
+        endpoints = tuple(
+            Endpoint(
+                str(each["name"]),
+                str(each["host"]),
+                int(each["port"]),
+                security_protocol_name(each["security_protocol"]),
+            )
+            for each in body["listeners"]
+        )
         response = await self.service.submit(
             lambda token: RegisterBrokerRequest(
                 token,
@@ -109,6 +121,7 @@ class Handlers:
                 listener["port"],
                 body["rack"],
                 previous_broker_epoch=body["previous_broker_epoch"],
+                listeners=endpoints,
             )
         )
         assert isinstance(response, RegisterBrokerResponse)

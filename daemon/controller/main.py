@@ -42,6 +42,8 @@ from rlog.daemon.controller.service import TICK_INTERVAL_MS, ControllerService
 from rlog.daemon.data_dir import meta_path
 from rlog.daemon.events import EventJournal
 from rlog.daemon.exit_codes import ExitCode
+from rlog.daemon.listeners import controller_listener_names, controller_protocol
+from rlog.daemon.tls import server_context
 
 log = logging.getLogger("rlog.controller")
 
@@ -133,12 +135,22 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
     except (ConfigError, OSError) as error:
         print(f"controller: {error}", file=sys.stderr)
         return ExitCode.CONFIG
+    listener = settings.listener_settings
+    protocol = controller_protocol(listener)
+    try:
+        tls = server_context(settings) if protocol == "SSL" else None
+    except ValueError as error:  # a TLS setting or its file
+        print(f"controller: {error}", file=sys.stderr)
+        metadata_log.close()
+        return ExitCode.CONFIG
     journal = EventJournal(args.events, "controller") if args.events is not None else None
     service = ControllerService(controller, metadata_log, journal)
     server = BrokerServer(
         Handlers(args.cluster_id, service),
         settings.socket_request_max_bytes,
         supported=CONTROLLER_SUPPORTED,
+        listener_name=controller_listener_names(listener)[0],
+        tls=tls,
     )
     try:
         server.listen(args.host, args.port)
@@ -150,7 +162,13 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
         metadata_log.close()
         return ExitCode.CONFIG
     log_recovery(controller, metadata_log)
-    log.info("controller of cluster %s listening on %s:%d", args.cluster_id, args.host, args.port)
+    log.info(
+        "controller of cluster %s listening on %s:%d (%s)",
+        args.cluster_id,
+        args.host,
+        args.port,
+        protocol,
+    )
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

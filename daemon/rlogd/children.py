@@ -16,6 +16,7 @@ from rlog.daemon.data_dir import (
     journal_path,
     process_log_path,
 )
+from rlog.daemon.listeners import WILDCARD_HOSTS, broker_listeners, controller_protocol
 from rlog.daemon.rlogd.process import HOST, SupervisedProcess
 
 CONTROLLER_MODULE = "rlog.daemon.controller"
@@ -32,6 +33,7 @@ def controller_process(
         role="controller",
         node_id=None,
         port=port,
+        tls=controller_protocol(config.broker.listener_settings) == "SSL",
         data_dir=directory,
         log_path=process_log_path(data_dir, CONTROLLER),
         argv=_controller_argv(
@@ -43,12 +45,15 @@ def controller_process(
 def broker_processes(
     data_dir: Path, config: RlogConfig, config_path: Path | None, cluster_id: str
 ) -> list[SupervisedProcess]:
-    """broker-i listens on base_port+i-1 and keeps its logs in DIR/broker-i."""
+    """broker-i listens on base_port+i-1 (or its `listeners`) and keeps its logs in
+    DIR/broker-i. rlogd and the CLI reach it on its inter-broker listener, as its peers do."""
     cluster = config.cluster
     brokers = []
     for broker_id in range(1, cluster.brokers + 1):
         name = broker_name(broker_id)
         port = cluster.base_port + broker_id - 1
+        listeners = broker_listeners(config.broker.listener_settings, broker_id, HOST, port)
+        own = listeners[0]
         directory = broker_dir(data_dir, broker_id)
         argv = _broker_argv(
             broker_id,
@@ -64,7 +69,10 @@ def broker_processes(
                 name=name,
                 role="broker",
                 node_id=broker_id,
-                port=port,
+                port=own.bind_port,
+                host=own.bind_host if own.bind_host not in WILDCARD_HOSTS else HOST,
+                tls=own.uses_tls,
+                listeners=[each.endpoint for each in listeners],
                 data_dir=directory,
                 log_path=process_log_path(data_dir, name),
                 argv=argv,

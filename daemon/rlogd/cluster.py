@@ -5,18 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import os
+import ssl
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlog.daemon.config import RlogConfig
+from rlog.daemon.config import BrokerSettings, RlogConfig
 from rlog.daemon.control import ControlError
 from rlog.daemon.data_dir import socket_path, status_path
 from rlog.daemon.events import EventJournal, journal_path
 from rlog.daemon.rlogd.children import broker_processes, controller_process
 from rlog.daemon.rlogd.data_files import write_json_atomically
 from rlog.daemon.rlogd.process import SupervisedProcess
+from rlog.daemon.tls import client_context, client_tls_files
 
 
 @dataclass
@@ -36,6 +38,7 @@ class Cluster:
     started_at_ms: int = field(default_factory=lambda: time.time_ns() // 1_000_000)
     # Set on every status change: what waits for a process to start or give up wakes on it.
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+    _tls: tuple[BrokerSettings, ssl.SSLContext] | None = field(default=None, repr=False)
 
     @classmethod
     def create(
@@ -69,6 +72,16 @@ class Cluster:
         known = ", ".join(child.name for child in self.processes)
         raise ControlError(f"unknown target {name!r} (known: {known})", "unknown-target")
 
+    def tls_for(self, child: SupervisedProcess) -> ssl.SSLContext | None:
+        """How rlogd connects to `child`: TLS with the brokers' own files if its listener is
+        SSL (daemon/tls.py), made again when the config changes."""
+        if not child.tls:
+            return None
+        made = self._tls
+        if made is None or made[0] is not self.config.broker:
+            made = self._tls = (self.config.broker, client_context(self.config.broker))
+        return made[1]
+
     def status_document(self) -> dict[str, Any]:
         return {
             "pid": os.getpid(),
@@ -79,6 +92,8 @@ class Cluster:
             "control_socket": str(socket_path(self.data_dir)),
             "controller": self.controller.status(),
             "brokers": [b.status() for b in self.brokers],
+            # How rlog's own clients reach the brokers' first listener: the CLI takes these.
+            "client_tls": client_tls_files(self.config.broker) if self.brokers[0].tls else None,
         }
 
     def write_status(self) -> None:

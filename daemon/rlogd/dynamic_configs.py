@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 
 from rlog.core.protocol.apis import ApiKey
@@ -18,7 +19,9 @@ DYNAMIC_CONFIG_TIMEOUT_S = 15.0  # the controller may be restarting
 RESOURCE_BROKER = 4  # IncrementalAlterConfigs: the broker resource ("" = cluster default)
 
 
-async def push_dynamic(controller_port: int, configs: dict[str, str | None]) -> str | None:
+async def push_dynamic(
+    controller_port: int, configs: dict[str, str | None], tls: ssl.SSLContext | None = None
+) -> str | None:
     """Set (or with None remove) cluster-wide dynamic configs at the controller; the
     problem it reports, or None."""
     body = {
@@ -35,7 +38,7 @@ async def push_dynamic(controller_port: int, configs: dict[str, str | None]) -> 
         ],
         "validate_only": False,
     }  # fmt: skip
-    client = KafkaClient(HOST, controller_port, client_id="rlogd")
+    client = KafkaClient(HOST, controller_port, client_id="rlogd", tls=tls)
     deadline = time.monotonic() + DYNAMIC_CONFIG_TIMEOUT_S
     try:
         while True:
@@ -56,9 +59,11 @@ async def push_dynamic(controller_port: int, configs: dict[str, str | None]) -> 
     return None
 
 
-async def clear_stale_dynamic_configs(controller_port: int) -> None:
+async def clear_stale_dynamic_configs(
+    controller_port: int, tls: ssl.SSLContext | None = None
+) -> None:
     """Brokers read the file at start: drop dynamic defaults an earlier run pushed."""
     names = dict.fromkeys(config_reload.DYNAMIC_BROKER_KEYS.values())
-    problem = await push_dynamic(controller_port, names)
+    problem = await push_dynamic(controller_port, names, tls)
     if problem is not None:
         log.warning("could not clear earlier dynamic configs: %s", problem)

@@ -92,7 +92,11 @@ class ConfigReloader:
             before = self._written if self._written is not None else written
             change.overridden = config_reload.overridden(before, written, cluster.flags)
             if change.dynamic:
-                problem = await push_dynamic(cluster.controller.port, dict(change.dynamic))
+                problem = await push_dynamic(
+                    cluster.controller.port,
+                    dict(change.dynamic),
+                    cluster.tls_for(cluster.controller),
+                )
                 if problem is not None:
                     message = f"config edit not applied: the controller refused it: {problem}"
                     cluster.journal.record("config_rejected", message, path=source)

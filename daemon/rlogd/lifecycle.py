@@ -109,7 +109,11 @@ class Rlogd:
             return ExitCode.FAILURE
         for broker in cluster.brokers:
             self.supervisor.start(broker)
-        self._background(clear_stale_dynamic_configs(cluster.controller.port))
+        self._background(
+            clear_stale_dynamic_configs(
+                cluster.controller.port, cluster.tls_for(cluster.controller)
+            )
+        )
         watcher = self.reloader.watch()
         # Run until asked to stop, or until the policy gave up on every broker.
         while not stop.is_set() and not self._brokers_gave_up():

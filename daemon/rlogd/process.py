@@ -7,10 +7,11 @@ import asyncio
 import contextlib
 import signal
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlog.core.metadata.records import Endpoint
 from rlog.daemon.rlogd.stats import ProcessStats
 
 HOST = "127.0.0.1"  # every child listens on loopback
@@ -24,10 +25,13 @@ class SupervisedProcess:
     name: str
     role: str  # "controller" or "broker"
     node_id: int | None
-    port: int
+    port: int  # where rlogd and the CLI reach it: a broker's inter-broker listener
     data_dir: Path
     log_path: Path
     argv: list[str]
+    host: str = HOST
+    tls: bool = False  # that listener speaks SSL
+    listeners: list[Endpoint] = field(default_factory=list)  # a broker's, as it advertises them
     process: asyncio.subprocess.Process | None = None
     state: str = "starting"
     restarts: int = 0
@@ -72,8 +76,10 @@ class SupervisedProcess:
             "id": self.node_id,
             "name": self.name,
             "role": self.role,
-            "host": HOST,
+            "host": self.host,
             "port": self.port,
+            "tls": self.tls,
+            "listeners": [asdict(endpoint) for endpoint in self.listeners],
             "pid": self.pid,
             "state": self.state,
             "restarts": self.restarts,

@@ -15,7 +15,7 @@ import uuid
 from rlog.core.protocol.apis import ApiKey
 from rlog.daemon.exit_codes import LOG_DIR_RECOVERED, ExitCode
 from rlog.daemon.rlogd.cluster import Cluster
-from rlog.daemon.rlogd.process import HOST, SupervisedProcess, describe_exit, signal_name
+from rlog.daemon.rlogd.process import SupervisedProcess, describe_exit, signal_name
 from rlog.daemon.rlogd.stats import ProcessStats
 from rlog.daemon.wire import KafkaClient, WireError
 
@@ -173,7 +173,9 @@ class Supervisor:
         process = child.process
         assert process is not None
         while process.returncode is None:
-            client = KafkaClient(HOST, child.port, client_id="rlogd")
+            client = KafkaClient(
+                child.host, child.port, client_id="rlogd", tls=self.cluster.tls_for(child)
+            )
             try:
                 await client.request(ApiKey.API_VERSIONS, 0, {}, timeout_s=1.0)
             except WireError:

@@ -462,7 +462,7 @@ class FakeWire:
 
 
 def fetch_with(monkeypatch: pytest.MonkeyPatch, wire: FakeWire) -> transactions.Transactions:
-    monkeypatch.setattr(replicas, "WireCluster", lambda bootstrap, timeout_s: wire)
+    monkeypatch.setattr(replicas, "WireCluster", lambda bootstrap, timeout_s, tls=None: wire)
     found = transactions.fetch_transactions("h:9001", timeout_s=0.5)
     assert wire.closed
     return found

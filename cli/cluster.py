@@ -31,6 +31,7 @@ import psutil
 import typer
 
 from rlog.cli import disks as disk_views
+from rlog.cli.certificates import demo_files
 from rlog.cli.discovery import (
     BootstrapOption,
     BrokerState,
@@ -47,7 +48,8 @@ from rlog.cli.discovery import (
 )
 from rlog.cli.terminal import CliError, ExitCode, Terminal, megabytes, short_duration
 from rlog.core.protocol.apis import ApiKey
-from rlog.daemon.config import ConfigError, load_config
+from rlog.daemon.config import ConfigError, load_config, parse_config
+from rlog.daemon.config_reload import set_key
 from rlog.daemon.data_dir import (
     LAUNCH_FILE,
     config_backup_path,
@@ -235,6 +237,9 @@ def _print_ready(terminal: Terminal, state: ClusterState, data_dir: Path, json_o
                     {"id": b.id, "name": b.name, "state": b.state, "address": b.address}
                     for b in state.brokers
                 ],
+                "client_tls": _client_settings(state.client_tls, data_dir)
+                if state.client_tls
+                else None,
             }
         )
         return
@@ -243,6 +248,24 @@ def _print_ready(terminal: Terminal, state: ClusterState, data_dir: Path, json_o
     terminal.line("Set RLOG_BOOTSTRAP to use it from other shells:")
     terminal.line()
     terminal.line(f"  export RLOG_BOOTSTRAP={bootstrap}")
+    if state.client_tls:
+        terminal.line()
+        terminal.line("Its listeners speak TLS. Kafka clients connect with (librdkafka names):")
+        terminal.line()
+        for key, value in _client_settings(state.client_tls, data_dir).items():
+            terminal.line(f"  {key}={value}")
+
+
+def _client_settings(tls: dict[str, str], data_dir: Path) -> dict[str, str]:
+    """The TLS settings to print: the demo CA's client certificate where the brokers' own
+    (what rlog's tools use) would be, so users do not copy the brokers' key around."""
+    demo = demo_files(data_dir / "tls") if (data_dir / "tls" / "client.pem").exists() else None
+    if demo is None or tls.get("ssl.certificate.location") != str(demo.broker):
+        return tls
+    return tls | {
+        "ssl.certificate.location": str(demo.client),
+        "ssl.key.location": str(demo.client),
+    }
 
 
 def _spawn_rlogd(data_dir: Path, plan: LaunchPlan) -> subprocess.Popen[bytes]:
@@ -403,6 +426,15 @@ def up(
         float,
         typer.Option("--wait", min=1.0, help="Seconds to wait for every broker to answer"),
     ] = 30.0,
+    tls: Annotated[
+        bool,
+        typer.Option(
+            "--tls",
+            help="Every listener speaks TLS, with certificates from a local CA made in "
+            "DATA_DIR/tls (clients present one too); prints the client settings. Kept in "
+            "DATA_DIR/rlog.toml for later starts",
+        ),
+    ] = False,
     data_dir: DataDirOption = None,
     json_out: JsonOption = False,
 ) -> None:
@@ -416,6 +448,8 @@ def up(
         return
     data_dir.mkdir(parents=True, exist_ok=True)
     plan = _plan(data_dir, brokers, base_port, _cluster_config(terminal, data_dir, config))
+    if tls:
+        _configure_tls(data_dir, plan.config)
     _check_ports_free(plan)
     terminal.note(
         f"Starting a controller and {plan.brokers} broker(s) in {data_dir} "
@@ -424,6 +458,37 @@ def up(
     process = _spawn_rlogd(data_dir, plan)
     state = _wait_ready(process, data_dir, plan, wait)
     _print_ready(terminal, state, data_dir, json_out)
+
+
+# What --tls writes into the cluster's config: its one listener per broker becomes SSL (and the
+# controller's), with the demo CA's files, and clients must present certificates.
+TLS_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
+
+
+def _configure_tls(data_dir: Path, config: Path) -> None:
+    """Make (once) the demo CA and certificates in DATA_DIR/tls and set the cluster's config to
+    use them; refuse a config that names its own listeners (it should set SSL there itself)."""
+    text = config.read_text()
+    try:
+        current = parse_config(text, str(config)).broker
+    except ConfigError as error:
+        raise CliError(str(error), ExitCode.CONFIG) from None
+    if current.listeners:
+        raise CliError(
+            f"--tls makes each broker's one listener SSL, but {config} sets listeners; "
+            "map an SSL listener there instead (rlog.toml(5))",
+            ExitCode.USAGE,
+        )
+    files = demo_files(data_dir / "tls")
+    for key, value in (  # in an order where each step leaves a valid config
+        ("ssl.keystore.location", str(files.broker)),
+        ("ssl.truststore.location", str(files.ca)),
+        ("ssl.client.auth", "required"),
+        ("listener.security.protocol.map", TLS_PROTOCOL_MAP + ",CONTROLLER:SSL"),
+        ("inter.broker.listener.name", "SSL"),
+    ):
+        text = set_key(text, key, value)
+    config.write_text(text)
 
 
 def _check_ports_free(plan: LaunchPlan) -> None:

@@ -194,18 +194,23 @@ def tls_context(properties: dict[str, str]) -> ssl.SSLContext:
 
 
 def wire_tls(settings: Settings) -> ssl.SSLContext | None:
-    """TLS for the CLI's own wire client when the bootstrap comes from a TLS cluster's data
-    dir (an explicit --bootstrap speaks plaintext)."""
-    if settings.bootstrap:
-        return None
-    properties = cluster_client_tls(settings.data_dir)
+    """TLS for the CLI's own wire client to the data dir's cluster, if it speaks TLS."""
+    properties = cluster_client_tls(settings, settings.bootstrap)
     return tls_context(properties) if properties else None
 
 
-def cluster_client_tls(data_dir: Path) -> dict[str, str]:
-    """The TLS client properties of the cluster running in `data_dir` (none: plaintext)."""
-    state = running_cluster(data_dir)
-    return dict(state.client_tls or {}) if state is not None else {}
+def cluster_client_tls(settings: Settings, bootstrap: str | None) -> dict[str, str]:
+    """The TLS client properties of the cluster running in the data dir (none: it speaks
+    plaintext), when `bootstrap` is that cluster's (unset, or only its brokers' addresses:
+    RLOG_BOOTSTRAP as `rlog cluster up` printed it)."""
+    state = running_cluster(settings.data_dir)
+    if state is None or not state.client_tls:
+        return {}
+    if bootstrap:
+        ours = {b.address for b in state.brokers}
+        if not {a.strip() for a in bootstrap.split(",") if a.strip()} <= ours:
+            return {}
+    return dict(state.client_tls)
 
 
 def _number(value: object) -> float | None:
@@ -471,8 +476,7 @@ def client_config(
         "logger": _librdkafka_logger(settings.verbose),
         "error_cb": on_error or ClientErrors(),
     }
-    if not settings.bootstrap:
-        config.update(cluster_client_tls(settings.data_dir))
+    config.update(cluster_client_tls(settings, bootstrap))
     config.update(properties)
     return config
 

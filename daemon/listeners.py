@@ -8,8 +8,9 @@
 
 rlog runs every broker of a cluster from one config file, so the ports written are broker 1's
 and broker N binds and advertises each of them plus N - 1 (a cluster of 3 on 9092 and 9192 uses
-9092-9094 and 9192-9194). Without `listeners` a broker has one PLAINTEXT listener at the host
-and port rlogd gives it (the cluster's base port plus N - 1), as before listeners existed.
+9092-9094 and 9192-9194). Without `listeners` a broker has one listener at the host and port
+rlogd gives it (the cluster's base port plus N - 1), named `inter.broker.listener.name`
+(PLAINTEXT when that is not set either), so `rlog cluster up --tls` makes it SSL by naming it.
 
 A listener advertises what `advertised.listeners` says for its name, else where it binds (a
 wildcard host, "" or 0.0.0.0, is advertised as the host rlogd gives the broker). Clients get the

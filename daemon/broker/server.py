@@ -236,6 +236,9 @@ class _Connection:
         assert tls is not None
         try:
             plaintext = tls.receive(ciphertext)
+        except ssl.SSLEOFError:  # the client went away without close_notify, as most do
+            self.close()
+            return b""
         except ssl.SSLError as error:
             log.info("TLS with %s failed: %s", self.address, error.reason or error)
             self._queue_ciphertext()

@@ -19,6 +19,7 @@ from rlog.daemon.listeners import (
     DEFAULT_PROTOCOL_MAP_TEXT,
     ListenerSettings,
     broker_listeners,
+    check_cluster_ports,
     controller_protocol,
 )
 from rlog.daemon.tls import check_tls_settings
@@ -382,10 +383,28 @@ def parse_config(text: str, source: str = "<config>") -> RlogConfig:
     unknown = set(document) - {"cluster", "broker"}
     if unknown:
         raise ConfigError(f"{source}: unknown table(s) {', '.join(sorted(unknown))}")
-    return RlogConfig(
-        cluster=_cluster_settings(document.get("cluster", {})),
-        broker=broker_settings(document.get("broker", {})),
+    return _checked_ports(
+        RlogConfig(
+            cluster=_cluster_settings(document.get("cluster", {})),
+            broker=broker_settings(document.get("broker", {})),
+        )
     )
+
+
+def _checked_ports(config: RlogConfig) -> RlogConfig:
+    """The config, if no two of its brokers' listeners (or the controller) share a port."""
+    cluster = config.cluster
+    try:
+        check_cluster_ports(
+            config.broker.listener_settings,
+            cluster.brokers,
+            "127.0.0.1",
+            cluster.base_port,
+            cluster.resolved_controller_port,
+        )
+    except ValueError as error:
+        raise ConfigError(f"[broker] {error}") from None
+    return config
 
 
 def with_cluster_flags(config: RlogConfig, flags: dict[str, int]) -> RlogConfig:
@@ -404,7 +423,7 @@ def with_cluster_flags(config: RlogConfig, flags: dict[str, int]) -> RlogConfig:
             f"controller_port {cluster.controller_port} is one of the brokers' ports "
             f"({broker_ports.start}..{broker_ports.stop - 1})"
         )
-    return replace(config, cluster=cluster)
+    return _checked_ports(replace(config, cluster=cluster))
 
 
 def load_config(path: Path | None) -> RlogConfig:

@@ -1,9 +1,9 @@
 """The ``rlog`` command: the root options, the command tree, and the one place errors print.
 
-Commands live one group per module (cluster, topic, produce, consume, group, txn, bench,
-chaos, events) and stay thin. ``main`` runs click in non-standalone mode so that every failure,
-including click's own usage errors, comes out as a single ``rlog: error: ...`` line with an
-:class:`ExitCode`.
+Commands live one group per module (cluster, topic, produce, consume, group, txn, acl, user,
+bench, chaos, events) and stay thin. ``main`` runs click in non-standalone mode so that every
+failure, including click's own usage errors, comes out as a single ``rlog: error: ...`` line
+with an :class:`ExitCode`.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ except ImportError:  # pragma: no cover - depends on the installed typer
 
 from rlog import __version__
 from rlog.cli import (
+    acl,
     bench,
     chaos,
     cluster,
@@ -34,6 +35,7 @@ from rlog.cli import (
     produce,
     topic,
     txn,
+    user,
 )
 from rlog.cli.discovery import ENV_BOOTSTRAP, ENV_DATA_DIR, Settings, default_data_dir
 from rlog.cli.terminal import CliError, ColorMode, ExitCode, Terminal, one_line
@@ -55,6 +57,8 @@ app.command("produce", no_args_is_help=True)(produce.produce)
 app.command("consume", no_args_is_help=True)(consume.consume)
 app.add_typer(group.app, name="group")
 app.add_typer(txn.app, name="txn")
+app.add_typer(acl.app, name="acl")
+app.add_typer(user.app, name="user")
 app.add_typer(bench.app, name="bench")
 app.add_typer(chaos.app, name="chaos")
 app.add_typer(config.app, name="config")

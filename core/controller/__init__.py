@@ -1,8 +1,10 @@
 """The controller: cluster metadata as a log of records, placement, elections, broker sessions.
 
 `Controller` (controller.py) is the sans-IO core; api.py holds its requests, responses and
-`Ready`; the handlers live by subject in brokers.py, topics.py and partitions.py, with the pure
-rules in election.py and placement.py.
+`Ready`; the handlers live by subject in brokers.py, topics.py, partitions.py, acls.py and
+scram.py, with the pure rules in election.py and placement.py. security_admin.py turns the
+ACL and SCRAM admin APIs' Kafka bodies into requests and answers, for the controller and the
+brokers.
 """
 
 from rlog.core.controller.api import (
@@ -12,6 +14,8 @@ from rlog.core.controller.api import (
     AlterConfigsRequest,
     AlterPartitionRequest,
     AlterPartitionResponse,
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
     BrokerProcessExitedRequest,
@@ -19,10 +23,15 @@ from rlog.core.controller.api import (
     ControllerConfig,
     ControllerRequest,
     ControllerResponse,
+    CreateAclsRequest,
+    CreateAclsResponse,
     CreatePartitionsRequest,
     CreateTopicResult,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteAclsFilterResult,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
     DeleteTopicResult,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
@@ -35,6 +44,9 @@ from rlog.core.controller.api import (
     RegisterBrokerRequest,
     RegisterBrokerResponse,
     ReplicaLogEnd,
+    ScramDeletion,
+    ScramUpsertion,
+    ScramUserResult,
 )
 from rlog.core.controller.controller import Controller
 
@@ -45,6 +57,8 @@ __all__ = [
     "AlterConfigsRequest",
     "AlterPartitionRequest",
     "AlterPartitionResponse",
+    "AlterUserScramCredentialsRequest",
+    "AlterUserScramCredentialsResponse",
     "BrokerHeartbeatRequest",
     "BrokerHeartbeatResponse",
     "BrokerProcessExitedRequest",
@@ -53,10 +67,15 @@ __all__ = [
     "ControllerConfig",
     "ControllerRequest",
     "ControllerResponse",
+    "CreateAclsRequest",
+    "CreateAclsResponse",
     "CreatePartitionsRequest",
     "CreateTopicResult",
     "CreateTopicsRequest",
     "CreateTopicsResponse",
+    "DeleteAclsFilterResult",
+    "DeleteAclsRequest",
+    "DeleteAclsResponse",
     "DeleteTopicResult",
     "DeleteTopicsRequest",
     "DeleteTopicsResponse",
@@ -69,4 +88,7 @@ __all__ = [
     "RegisterBrokerRequest",
     "RegisterBrokerResponse",
     "ReplicaLogEnd",
+    "ScramDeletion",
+    "ScramUpsertion",
+    "ScramUserResult",
 ]

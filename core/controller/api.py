@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from rlog.core.metadata.records import Endpoint, MetadataRecord
+from rlog.core.security.acl import AclBinding, AclFilter
 
 PRODUCER_ID_BLOCK_SIZE = 1000  # ids per AllocateProducerIds (KIP-730's block)
 
@@ -167,6 +168,40 @@ class AllocateProducerIdsRequest:
     broker_epoch: int
 
 
+@dataclass(frozen=True, slots=True)
+class CreateAclsRequest:
+    token: Token
+    bindings: Sequence[AclBinding]  # as the client sent them, unchecked
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteAclsRequest:
+    token: Token
+    filters: Sequence[AclFilter]
+
+
+@dataclass(frozen=True, slots=True)
+class ScramDeletion:
+    name: str
+    mechanism: int  # Kafka's code: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512, others unknown
+
+
+@dataclass(frozen=True, slots=True)
+class ScramUpsertion:
+    name: str
+    mechanism: int
+    iterations: int
+    salt: bytes = field(repr=False)
+    salted_password: bytes = field(repr=False)  # Hi(password, salt, iterations), from the client
+
+
+@dataclass(frozen=True, slots=True)
+class AlterUserScramCredentialsRequest:
+    token: Token
+    deletions: Sequence[ScramDeletion]
+    upsertions: Sequence[ScramUpsertion]
+
+
 ControllerRequest = (
     RegisterBrokerRequest
     | BrokerHeartbeatRequest
@@ -178,6 +213,9 @@ ControllerRequest = (
     | AlterPartitionRequest
     | ElectLeadersRequest
     | AllocateProducerIdsRequest
+    | CreateAclsRequest
+    | DeleteAclsRequest
+    | AlterUserScramCredentialsRequest
 )
 
 # ---- responses ----
@@ -271,6 +309,35 @@ class AllocateProducerIdsResponse:
     producer_id_len: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class CreateAclsResponse:
+    results: list[ErrorResponse]  # one per binding, in the request's order
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteAclsFilterResult:
+    error: int
+    message: str | None = None
+    deleted: tuple[AclBinding, ...] = ()  # every ACL the filter matched, each now removed
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteAclsResponse:
+    results: list[DeleteAclsFilterResult]  # one per filter, in the request's order
+
+
+@dataclass(frozen=True, slots=True)
+class ScramUserResult:
+    user: str
+    error: int
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AlterUserScramCredentialsResponse:
+    results: list[ScramUserResult]  # one per user named, in the order first named
+
+
 ControllerResponse = (
     RegisterBrokerResponse
     | BrokerHeartbeatResponse
@@ -281,6 +348,9 @@ ControllerResponse = (
     | AlterPartitionResponse
     | ElectLeadersResponse
     | AllocateProducerIdsResponse
+    | CreateAclsResponse
+    | DeleteAclsResponse
+    | AlterUserScramCredentialsResponse
 )
 
 

@@ -18,18 +18,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from rlog.core.controller import brokers, partitions, topics
+from rlog.core.controller import acls, brokers, partitions, scram, topics
 from rlog.core.controller.api import (
     AllocateProducerIdsRequest,
     AlterConfigsRequest,
     AlterPartitionRequest,
+    AlterUserScramCredentialsRequest,
     BrokerHeartbeatRequest,
     BrokerProcessExitedRequest,
     ControllerConfig,
     ControllerRequest,
     ControllerResponse,
+    CreateAclsRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
+    DeleteAclsRequest,
     DeleteTopicsRequest,
     ElectLeadersRequest,
     Ready,
@@ -56,6 +59,9 @@ HANDLERS: dict[type, Handler] = {
     AlterConfigsRequest: topics.handle_alter_configs,
     AlterPartitionRequest: partitions.handle_alter_partition,
     ElectLeadersRequest: partitions.handle_elect_leaders,
+    CreateAclsRequest: acls.handle_create_acls,
+    DeleteAclsRequest: acls.handle_delete_acls,
+    AlterUserScramCredentialsRequest: scram.handle_alter_user_scram_credentials,
 }
 
 

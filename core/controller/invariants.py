@@ -11,7 +11,7 @@ from rlog.core.metadata.records import NO_LEADER, ChangePartition, CreatePartiti
 def check_image(image: MetadataImage) -> None:
     """Leader in ISR in replicas; ISRs never empty; a fenced broker leads nothing and sits in an
     ISR only as the last member of a leaderless partition (kept so a clean election can bring
-    the partition back).
+    the partition back); the ACLs' indexes agree.
     """
     for topic, partition, state in image.iter_partitions():
         where = f"{topic}-{partition} {state}"
@@ -25,6 +25,8 @@ def check_image(image: MetadataImage) -> None:
             assert member in image.brokers, f"{where}: ISR member {member} unknown"
             if image.brokers[member].fenced:
                 assert state.isr == (member,) and state.leader == NO_LEADER, where
+    # Every ACL once by id, once by binding, and indexed for decisions.
+    assert len(image.acls) == len(image.acl_ids) == len(image.authorizer), "ACL index diverged"
 
 
 class LeaderHistory:

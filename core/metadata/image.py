@@ -13,6 +13,7 @@ from typing import Any
 
 from rlog.core.metadata.records import (
     NO_LEADER,
+    AccessControlEntry,
     AllocateProducerIds,
     ChangeConfig,
     ChangePartition,
@@ -23,8 +24,22 @@ from rlog.core.metadata.records import (
     FenceBroker,
     MetadataRecord,
     RegisterBroker,
+    RemoveAccessControlEntry,
+    RemoveUserScramCredential,
     UnfenceBroker,
+    UserScramCredential,
 )
+from rlog.core.protocol.errors import ErrorCode
+from rlog.core.security.acl import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    Authorizer,
+    PatternType,
+    ResourceType,
+    validate_binding,
+)
+from rlog.core.security.scram import ScramCredential, ScramMechanism
 
 CONFIG_RESOURCE_TYPES = ("topic", "broker", "cluster")
 
@@ -90,6 +105,14 @@ class MetadataImage:
         self.next_producer_id = 0
         self.topics_created = 0  # every CreateTopic ever: placement derives its start from it
         self.last_offset = -1  # offset of the last record applied
+        # ACLs by id, and the same bindings indexed for decisions (DescribeAcls and DeleteAcls
+        # use `authorizer.matching`). The request path sets its `super_users` and
+        # `allow_if_no_acl` (settings, not metadata) on it.
+        self.acls: dict[str, AclBinding] = {}
+        self.acl_ids: dict[AclBinding, str] = {}
+        self.authorizer = Authorizer()
+        # SCRAM credentials: (user, mechanism) -> what the server checks proofs with.
+        self.scram_credentials: dict[tuple[str, ScramMechanism], ScramCredential] = {}
 
     # ---- folding ----
 
@@ -201,6 +224,41 @@ class MetadataImage:
         assert record.next_producer_id > self.next_producer_id, "producer ids went back"
         self.next_producer_id = record.next_producer_id
 
+    def _access_control_entry(self, offset: int, record: AccessControlEntry) -> None:
+        binding = AclBinding(
+            ResourceType.from_code(record.resource_type),
+            record.resource_name,
+            PatternType.from_code(record.pattern_type),
+            record.principal,
+            record.host,
+            AclOperation.from_code(record.operation),
+            AclPermissionType.from_code(record.permission),
+        )
+        assert record.acl_id not in self.acls, f"ACL id {record.acl_id} reused"
+        assert binding not in self.acl_ids, f"ACL stored twice: {binding}"
+        error, problem = validate_binding(binding)
+        assert error == ErrorCode.NONE, f"invalid ACL {binding}: {problem}"
+        self.authorizer.add(binding)
+        self.acls[record.acl_id] = binding
+        self.acl_ids[binding] = record.acl_id
+
+    def _remove_access_control_entry(self, offset: int, record: RemoveAccessControlEntry) -> None:
+        binding = self.acls.pop(record.acl_id, None)
+        assert binding is not None, f"removing unknown ACL {record.acl_id}"
+        del self.acl_ids[binding]
+        self.authorizer.remove(binding)
+
+    def _user_scram_credential(self, offset: int, record: UserScramCredential) -> None:
+        assert record.name, "a SCRAM credential without a user name"
+        credential = record.credential()  # ValueError for a bad mechanism or base64
+        self.scram_credentials[(record.name, credential.mechanism)] = credential
+
+    def _remove_user_scram_credential(self, offset: int, record: RemoveUserScramCredential) -> None:
+        mechanism = ScramMechanism.from_code(record.mechanism)
+        assert mechanism is not None, f"unknown SCRAM mechanism {record.mechanism}"
+        removed = self.scram_credentials.pop((record.name, mechanism), None)
+        assert removed is not None, f"removing unknown SCRAM credential of {record.name}"
+
     # ---- queries ----
 
     def partition(self, topic: str, partition: int) -> PartitionInfo | None:
@@ -247,6 +305,14 @@ class MetadataImage:
         other.next_producer_id = self.next_producer_id
         other.topics_created = self.topics_created
         other.last_offset = self.last_offset
+        other.acls = dict(self.acls)
+        other.acl_ids = dict(self.acl_ids)
+        other.authorizer = Authorizer(
+            self.acls.values(),
+            super_users=self.authorizer.super_users,
+            allow_if_no_acl=self.authorizer.allow_if_no_acl,
+        )
+        other.scram_credentials = dict(self.scram_credentials)
         return other
 
     def _state(self) -> tuple[Any, ...]:
@@ -258,6 +324,8 @@ class MetadataImage:
             self.next_producer_id,
             self.topics_created,
             self.last_offset,
+            self.acls,
+            self.scram_credentials,
         )
 
     def __eq__(self, other: object) -> bool:
@@ -282,4 +350,8 @@ _APPLY: dict[type, Callable[[MetadataImage, int, Any], None]] = {
     DeleteTopic: MetadataImage._delete_topic,
     ChangeConfig: MetadataImage._change_config,
     AllocateProducerIds: MetadataImage._allocate_producer_ids,
+    AccessControlEntry: MetadataImage._access_control_entry,
+    RemoveAccessControlEntry: MetadataImage._remove_access_control_entry,
+    UserScramCredential: MetadataImage._user_scram_credential,
+    RemoveUserScramCredential: MetadataImage._remove_user_scram_credential,
 }

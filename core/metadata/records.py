@@ -9,6 +9,8 @@ and a record written before it (without the field) takes that default.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import types
 from collections.abc import Sequence
@@ -16,6 +18,7 @@ from dataclasses import MISSING, dataclass, fields, is_dataclass
 from typing import Any, ClassVar, Union, get_args, get_origin, get_type_hints
 
 from rlog.core.records import build_batch, decode_batch, iter_batches
+from rlog.core.security.scram import ScramCredential, ScramMechanism
 
 NO_LEADER = -1
 
@@ -139,6 +142,86 @@ class AllocateProducerIds:
     next_producer_id: int
 
 
+@dataclass(frozen=True, slots=True)
+class AccessControlEntry:
+    """An ACL is created (Kafka's AccessControlEntryRecord). The enums are Kafka's wire codes
+    (core/security/acl.py); `acl_id` (32 hex digits, from the record's offset) is what
+    RemoveAccessControlEntry names."""
+
+    TYPE: ClassVar[str] = "access_control_entry"
+    acl_id: str
+    resource_type: int
+    resource_name: str
+    pattern_type: int  # LITERAL (3) or PREFIXED (4)
+    principal: str
+    host: str
+    operation: int
+    permission: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveAccessControlEntry:
+    TYPE: ClassVar[str] = "remove_access_control_entry"
+    acl_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class UserScramCredential:
+    """A user's SCRAM credential for one mechanism is set (Kafka's UserScramCredentialRecord):
+    never the password, only what the server checks a proof with. `mechanism` is Kafka's code
+    (1 SCRAM-SHA-256, 2 SCRAM-SHA-512); the bytes are base64 (standard alphabet, padded)."""
+
+    TYPE: ClassVar[str] = "user_scram_credential"
+    name: str
+    mechanism: int
+    salt: str
+    stored_key: str
+    server_key: str
+    iterations: int
+
+    @classmethod
+    def of(cls, name: str, credential: ScramCredential) -> UserScramCredential:
+        return cls(
+            name,
+            credential.mechanism.code,
+            _base64(credential.salt),
+            _base64(credential.stored_key),
+            _base64(credential.server_key),
+            credential.iterations,
+        )
+
+    def credential(self) -> ScramCredential:
+        """The credential; ValueError if the mechanism or a base64 field is not valid."""
+        mechanism = ScramMechanism.from_code(self.mechanism)
+        if mechanism is None:
+            raise ValueError(f"unknown SCRAM mechanism {self.mechanism}")
+        try:
+            salt, stored_key, server_key = (
+                base64.b64decode(text, validate=True)
+                for text in (self.salt, self.stored_key, self.server_key)
+            )
+        except binascii.Error as error:
+            raise ValueError(f"SCRAM credential of {self.name!r}: {error}") from None
+        return ScramCredential(mechanism, salt, stored_key, server_key, self.iterations)
+
+    def __repr__(self) -> str:  # the keys stay out of logs, as ScramCredential's repr does
+        return (
+            f"UserScramCredential(name={self.name!r}, mechanism={self.mechanism}, "
+            f"iterations={self.iterations})"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveUserScramCredential:
+    TYPE: ClassVar[str] = "remove_user_scram_credential"
+    name: str
+    mechanism: int
+
+
+def _base64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
 MetadataRecord = (
     RegisterBroker
     | FenceBroker
@@ -149,6 +232,10 @@ MetadataRecord = (
     | DeleteTopic
     | ChangeConfig
     | AllocateProducerIds
+    | AccessControlEntry
+    | RemoveAccessControlEntry
+    | UserScramCredential
+    | RemoveUserScramCredential
 )
 
 RECORD_TYPES: dict[str, type[MetadataRecord]] = {
@@ -163,6 +250,10 @@ RECORD_TYPES: dict[str, type[MetadataRecord]] = {
         DeleteTopic,
         ChangeConfig,
         AllocateProducerIds,
+        AccessControlEntry,
+        RemoveAccessControlEntry,
+        UserScramCredential,
+        RemoveUserScramCredential,
     )
 }
 # Field name -> declared type, per record type, resolved once.

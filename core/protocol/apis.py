@@ -29,6 +29,7 @@ class ApiKey(IntEnum):
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17  # known, not advertised yet: SASL is not wired into the brokers
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -40,15 +41,21 @@ class ApiKey(IntEnum):
     END_TXN = 26
     WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
+    SASL_AUTHENTICATE = 36  # known, not advertised yet
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
     DESCRIBE_CLIENT_QUOTAS = 48
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     ALTER_PARTITION = 56
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
@@ -118,12 +125,19 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     # The consumer group protocol (KIP-848); v1 adds regex subscriptions, refused for now.
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
+    # ACLs and SCRAM credentials, kept in the metadata log: the changes are forwarded to the
+    # controller, the descriptions answered from this broker's image.
+    ApiKey.DESCRIBE_ACLS: (0, 3),
+    ApiKey.CREATE_ACLS: (0, 3),
+    ApiKey.DELETE_ACLS: (0, 3),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
 }
 
 # Versions the controller serves: brokers register, heartbeat, fetch the metadata log
 # (`__cluster_metadata`, by Fetch), propose ISR changes and take producer-id blocks; brokers
-# forward admin requests (topics, elections) here. KRaft's own APIs, with topic names
-# (AlterPartition v0-1) since rlog's metadata is keyed by name.
+# forward admin requests (topics, elections, ACLs, SCRAM credentials) here. KRaft's own APIs,
+# with topic names (AlterPartition v0-1) since rlog's metadata is keyed by name.
 CONTROLLER_SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.API_VERSIONS: (0, 3),
     ApiKey.FETCH: (4, 11),
@@ -136,6 +150,10 @@ CONTROLLER_SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.BROKER_REGISTRATION: (0, 3),  # v3: PreviousBrokerEpoch
     ApiKey.BROKER_HEARTBEAT: (0, 0),
     ApiKey.ALLOCATE_PRODUCER_IDS: (0, 0),
+    # Forwarded by the brokers (the Describe APIs are the brokers' own).
+    ApiKey.CREATE_ACLS: (0, 3),
+    ApiKey.DELETE_ACLS: (0, 3),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
 }
 
 # Header versions: request v1 / response v0, or v2 / v1 in flexible versions (tags added).

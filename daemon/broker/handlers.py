@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from rlog.core.controller import security_admin
 from rlog.core.controller.validation import topic_name_problem
 from rlog.core.metadata.image import MetadataImage
 from rlog.core.protocol.apis import SUPPORTED, ApiKey, api_versions_body
@@ -120,6 +121,13 @@ class Handlers:
             ApiKey.OFFSET_DELETE: self._served_by_core,
             ApiKey.CONSUMER_GROUP_HEARTBEAT: self._served_by_core,
             ApiKey.CONSUMER_GROUP_DESCRIBE: self._served_by_core,
+            # ACLs and SCRAM credentials: changes go to the controller, descriptions come from
+            # this broker's image (Kafka's brokers answer from their authorizer and cache).
+            ApiKey.CREATE_ACLS: self.create_acls,
+            ApiKey.DELETE_ACLS: self.delete_acls,
+            ApiKey.DESCRIBE_ACLS: self.describe_acls,
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS: self.alter_user_scram_credentials,
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: self.describe_user_scram_credentials,
         }
         missing = set(SUPPORTED) - set(self.table)
         assert not missing, f"advertised APIs without a handler: {missing}"
@@ -324,6 +332,53 @@ class Handlers:
                 lambda image: image.last_offset > before, TOPIC_PROPAGATION_WAIT_S
             )
         return answer
+
+    # -- ACLs and SCRAM credentials --------------------------------------------------------
+    async def _forward_security(self, request: Request) -> Body:
+        """The controller's answer, or REQUEST_TIMED_OUT on everything the request named."""
+        api_key = ApiKey(request.api_key)
+        try:
+            return await self.link.forward(
+                api_key, request.api_version, request.body, self._controller_timeout_s()
+            )
+        except WireError as error:
+            log.warning("forwarding %s to the controller: %s", api_key.name, error)
+            return security_admin.security_error_answer(
+                api_key, request.body, ErrorCode.REQUEST_TIMED_OUT, "the controller did not answer"
+            )
+
+    async def create_acls(self, request: Request) -> Body:
+        answer = await self._forward_security(request)
+        # As CreateTopics: a DescribeAcls here right after shows what was created.
+        created = security_admin.created_acls(request.body, answer)
+        await self.link.wait_for_image(
+            lambda image: all(binding in image.authorizer for binding in created),
+            TOPIC_PROPAGATION_WAIT_S,
+        )
+        return answer
+
+    async def delete_acls(self, request: Request) -> Body:
+        answer = await self._forward_security(request)
+        deleted = security_admin.deleted_acls(answer)
+        await self.link.wait_for_image(
+            lambda image: not any(binding in image.authorizer for binding in deleted),
+            TOPIC_PROPAGATION_WAIT_S,
+        )
+        return answer
+
+    async def describe_acls(self, request: Request) -> Body:
+        return security_admin.describe_acls_answer(self.image, request.body)
+
+    async def alter_user_scram_credentials(self, request: Request) -> Body:
+        answer = await self._forward_security(request)
+        await self.link.wait_for_image(
+            lambda image: security_admin.shows_scram_changes(image, request.body, answer),
+            TOPIC_PROPAGATION_WAIT_S,
+        )
+        return answer
+
+    async def describe_user_scram_credentials(self, request: Request) -> Body:
+        return security_admin.describe_user_scram_credentials_answer(self.image, request.body)
 
     # -- AlterConfigs (legacy: replaces a resource's whole set of dynamic configs) ----------
     async def alter_configs(self, request: Request) -> Body:

@@ -1,5 +1,6 @@
 """Admin APIs, as brokers forward them from clients: CreateTopics, DeleteTopics,
-CreatePartitions, ElectLeaders, IncrementalAlterConfigs.
+CreatePartitions, ElectLeaders, IncrementalAlterConfigs, and CreateAcls, DeleteAcls and
+AlterUserScramCredentials (whose bodies core/controller/security_admin.py maps).
 
 Each maps the Kafka body to the controller's requests and the answers back into the body a
 Kafka client expects from a broker at that version (per-topic, per-partition and per-resource
@@ -15,10 +16,13 @@ from typing import Any
 
 from rlog.core.controller import (
     AlterConfigsRequest,
+    AlterUserScramCredentialsResponse,
+    CreateAclsResponse,
     CreatePartitionsRequest,
     CreateTopicResult,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteAclsResponse,
     DeleteTopicResult,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
@@ -26,6 +30,7 @@ from rlog.core.controller import (
     ElectLeadersResponse,
     ErrorResponse,
     NewTopic,
+    security_admin,
 )
 from rlog.core.protocol.connection import Request
 from rlog.core.protocol.errors import ErrorCode
@@ -188,6 +193,23 @@ class AdminHandlers:
                 }
             )
         return {"throttle_time_ms": 0, "responses": responses}
+
+    # -- CreateAcls, DeleteAcls, AlterUserScramCredentials ---------------------------------
+    async def create_acls(self, request: Request) -> Body:
+        response = await self.service.submit(security_admin.create_acls_request(request.body))
+        assert isinstance(response, CreateAclsResponse)
+        return security_admin.create_acls_answer(response)
+
+    async def delete_acls(self, request: Request) -> Body:
+        response = await self.service.submit(security_admin.delete_acls_request(request.body))
+        assert isinstance(response, DeleteAclsResponse)
+        return security_admin.delete_acls_answer(response)
+
+    async def alter_user_scram_credentials(self, request: Request) -> Body:
+        make = security_admin.alter_user_scram_credentials_request(request.body)
+        response = await self.service.submit(make)
+        assert isinstance(response, AlterUserScramCredentialsResponse)
+        return security_admin.alter_user_scram_credentials_answer(response)
 
 
 def _answered(response: Any) -> asyncio.Future[Any]:

@@ -27,6 +27,7 @@ from rlog.core.controller import (
     RegisterBrokerRequest,
     RegisterBrokerResponse,
     ReplicaLogEnd,
+    security_admin,
 )
 from rlog.core.metadata.log_store import METADATA_PARTITION, METADATA_TOPIC
 from rlog.core.metadata.records import Endpoint
@@ -62,6 +63,9 @@ class Handlers:
             ApiKey.CREATE_PARTITIONS: self.admin.create_partitions,
             ApiKey.ELECT_LEADERS: self.admin.elect_leaders,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self.admin.incremental_alter_configs,
+            ApiKey.CREATE_ACLS: self.admin.create_acls,
+            ApiKey.DELETE_ACLS: self.admin.delete_acls,
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS: self.admin.alter_user_scram_credentials,
         }
         assert set(self.table) == set(CONTROLLER_SUPPORTED), "handlers and advertised APIs differ"
 
@@ -79,6 +83,10 @@ class Handlers:
             log.exception(
                 "%s v%d failed; answering UNKNOWN_SERVER_ERROR", api_key.name, request.api_version
             )
+            if api_key in security_admin.ERROR_ANSWERS:
+                return security_admin.security_error_answer(
+                    api_key, request.body or {}, ErrorCode.UNKNOWN_SERVER_ERROR
+                )
             return error_answer(request, ErrorCode.UNKNOWN_SERVER_ERROR)
 
     # -- ApiVersions -----------------------------------------------------------------------

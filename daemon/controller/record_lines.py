@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from rlog.core.metadata.image import MetadataImage
 from rlog.core.metadata.records import (
     NO_LEADER,
+    AccessControlEntry,
     AllocateProducerIds,
     ChangeConfig,
     ChangePartition,
@@ -20,8 +21,19 @@ from rlog.core.metadata.records import (
     FenceBroker,
     MetadataRecord,
     RegisterBroker,
+    RemoveAccessControlEntry,
+    RemoveUserScramCredential,
     UnfenceBroker,
+    UserScramCredential,
 )
+from rlog.core.security.acl import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
+from rlog.core.security.scram import ScramMechanism
 
 # (leader, isr) of partitions changed earlier in the same batch, which the image does not hold yet.
 _Seen = dict[tuple[str, int], tuple[int, tuple[int, ...]]]
@@ -80,7 +92,49 @@ def _describe(image: MetadataImage, seen: _Seen, record: MetadataRecord) -> str:
                 f"producer ids below {record.next_producer_id} allocated to broker "
                 f"{record.broker_id}"
             )
+        case AccessControlEntry():
+            return f"ACL {record.acl_id} created: {_acl(record)}"
+        case RemoveAccessControlEntry():
+            binding = image.acls.get(record.acl_id)
+            what = f": {_binding_text(binding)}" if binding is not None else ""
+            return f"ACL {record.acl_id} removed{what}"
+        case UserScramCredential():  # never the salt or the keys
+            return (
+                f"SCRAM credential of user {record.name!r} set: "
+                f"{_mechanism(record.mechanism)}, {record.iterations} iterations"
+            )
+        case RemoveUserScramCredential():
+            return (
+                f"SCRAM credential of user {record.name!r} removed: {_mechanism(record.mechanism)}"
+            )
     return repr(record)
+
+
+def _acl(record: AccessControlEntry) -> str:
+    return _binding_text(
+        AclBinding(
+            ResourceType.from_code(record.resource_type),
+            record.resource_name,
+            PatternType.from_code(record.pattern_type),
+            record.principal,
+            record.host,
+            AclOperation.from_code(record.operation),
+            AclPermissionType.from_code(record.permission),
+        )
+    )
+
+
+def _binding_text(binding: AclBinding) -> str:
+    return (
+        f"{binding.permission.name} {binding.principal!r} {binding.operation.name} from host "
+        f"{binding.host!r} on {binding.resource_type.name} {binding.pattern_type.name} "
+        f"{binding.resource_name!r}"
+    )
+
+
+def _mechanism(code: int) -> str:
+    mechanism = ScramMechanism.from_code(code)
+    return mechanism.mechanism_name if mechanism is not None else f"mechanism {code}"
 
 
 def _describe_change(image: MetadataImage, seen: _Seen, record: ChangePartition) -> str:

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from rlog.core.metadata.records import (
     RECORD_TYPES,
+    AccessControlEntry,
     AllocateProducerIds,
     ChangeConfig,
     ChangePartition,
@@ -20,7 +21,10 @@ from rlog.core.metadata.records import (
     MetadataDecodeError,
     MetadataRecord,
     RegisterBroker,
+    RemoveAccessControlEntry,
+    RemoveUserScramCredential,
     UnfenceBroker,
+    UserScramCredential,
     decode_record,
     encode_record,
     records_from_batches,
@@ -43,6 +47,10 @@ EXAMPLES: list[MetadataRecord] = [
     ChangeConfig("topic", "orders", "min.insync.replicas", "2"),
     ChangeConfig("cluster", "", "unclean.leader.election.enable", None),
     AllocateProducerIds(1, 0, 1000),
+    AccessControlEntry("0123456789abcdef0123456789abcdef", 2, "orders", 3, "User:a", "*", 3, 3),
+    RemoveAccessControlEntry("0123456789abcdef0123456789abcdef"),
+    UserScramCredential("alice", 1, "c2FsdA==", "c3RvcmVk", "c2VydmVy", 4096),
+    RemoveUserScramCredential("alice", 2),
 ]
 
 

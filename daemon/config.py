@@ -130,11 +130,15 @@ _BROKER_KEYS: dict[str, tuple[str, type]] = {
     "ssl.client.auth": ("ssl_client_auth", str),
     "ssl.endpoint.identification.algorithm": ("ssl_endpoint_identification_algorithm", str),
     "ssl.enabled.protocols": ("ssl_enabled_protocols", str),
+    # SASL on SASL_PLAINTEXT and SASL_SSL listeners (users: rlog user, SCRAM credentials).
+    "sasl.enabled.mechanisms": ("sasl_enabled_mechanisms", str),
+    "connections.max.reauth.ms": ("connections_max_reauth_ms", int),
 }
 
 BROKER_KEYS = _BROKER_KEYS  # Kafka's name -> (attribute, type), for tools that edit the file
 
 _NEVER = 2**63 - 1
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 @dataclass(frozen=True)
@@ -210,6 +214,12 @@ class BrokerSettings:
     ssl_client_auth: str = "none"
     ssl_endpoint_identification_algorithm: str = "https"
     ssl_enabled_protocols: str = "TLSv1.2,TLSv1.3"
+    sasl_enabled_mechanisms: str = "SCRAM-SHA-256,SCRAM-SHA-512"
+    connections_max_reauth_ms: int = 0  # 0: a session never expires (KIP-368)
+
+    @property
+    def sasl_mechanisms(self) -> list[str]:
+        return [m.strip() for m in self.sasl_enabled_mechanisms.split(",") if m.strip()]
 
     @property
     def listener_settings(self) -> ListenerSettings:
@@ -346,6 +356,7 @@ def broker_settings(table: dict[str, Any]) -> BrokerSettings:
         "replica.socket.timeout.ms",
         "offset.metadata.max.bytes",
         "group.initial.rebalance.delay.ms",
+        "connections.max.reauth.ms",
     ):
         if getattr(settings, _BROKER_KEYS[key][0]) < 0:
             raise ConfigError(f"[broker] {key}: must not be negative")
@@ -366,6 +377,12 @@ def broker_settings(table: dict[str, Any]) -> BrokerSettings:
         raise ConfigError("[broker] socket.request.max.bytes: must exceed message.max.bytes")
     if settings.log_cleaner_backoff_ms < 1:
         raise ConfigError("[broker] log.cleaner.backoff.ms: must be at least 1")
+    unknown = [m for m in settings.sasl_mechanisms if m not in SASL_MECHANISMS]
+    if unknown or not settings.sasl_mechanisms:
+        raise ConfigError(
+            f"[broker] sasl.enabled.mechanisms: {settings.sasl_enabled_mechanisms!r}; rlog "
+            f"serves {', '.join(SASL_MECHANISMS)}"
+        )
     try:
         broker_listeners(settings.listener_settings, 1, "127.0.0.1", 9092)
         controller_protocol(settings.listener_settings)

@@ -18,7 +18,9 @@ endpoints of the listener they connected to, so a client outside a network reach
 by its own listener's names. The controller's listener is the first of
 `controller.listener.names`, bound at the controller's port; its protocol comes from the map.
 
-SASL listeners are named here but not served yet: a config that uses one is refused at start.
+SASL_PLAINTEXT and SASL_SSL listeners authenticate clients (daemon/broker/server.py with
+core/security/sasl.py); rlog's own processes do not speak SASL yet, so the inter-broker and the
+controller's listeners must be PLAINTEXT or SSL.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ from rlog.core.metadata.records import Endpoint
 
 # Kafka's SecurityProtocol ids, as BrokerRegistration carries them.
 SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
-SERVED_PROTOCOLS = ("PLAINTEXT", "SSL")
+SERVED_PROTOCOLS = tuple(SECURITY_PROTOCOLS)
+# What rlog's own processes (followers, brokers to the controller, rlogd, the CLI) can speak.
+OWN_PROTOCOLS = ("PLAINTEXT", "SSL")
 # Kafka's default map: each protocol's name is also a listener name. While the map is the
 # default, the controller's listener names are PLAINTEXT too (as in Kafka's KRaft mode).
 DEFAULT_PROTOCOL_MAP_TEXT = ",".join(f"{name}:{name}" for name in SECURITY_PROTOCOLS)
@@ -69,6 +73,10 @@ class Listener:
     @property
     def uses_tls(self) -> bool:
         return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
 
 
 def security_protocol_name(protocol_id: int) -> str:
@@ -134,9 +142,16 @@ def _protocol(mapping: dict[str, str], name: str) -> str:
             f"(it maps {', '.join(sorted(mapping)) or 'nothing'})"
         )
     if protocol not in SERVED_PROTOCOLS:
+        raise ListenerError(f"listener {name} is {protocol}, which rlog does not serve")
+    return protocol
+
+
+def _own(name: str, protocol: str, role: str) -> str:
+    """`protocol`, if rlog's own processes can speak it on the `role` listener."""
+    if protocol not in OWN_PROTOCOLS:
         raise ListenerError(
-            f"listener {name} is {protocol}: rlog serves {' and '.join(SERVED_PROTOCOLS)} "
-            "listeners so far (SASL comes later)"
+            f"listener {name} is {role} and {protocol}: rlog's own processes speak "
+            f"{' or '.join(OWN_PROTOCOLS)} only (SASL is for clients' listeners)"
         )
     return protocol
 
@@ -152,7 +167,8 @@ def broker_listeners(
         if settings.advertised_listeners.strip():
             raise ListenerError("advertised.listeners is set but listeners is not")
         name = settings.inter_broker_listener_name or "PLAINTEXT"
-        return [Listener(name, _protocol(mapping, name), host, port, host, port)]
+        protocol = _own(name, _protocol(mapping, name), "the inter-broker listener")
+        return [Listener(name, protocol, host, port, host, port)]
     shift = broker_id - 1
     bound = parse_uris(settings.listeners, "listeners")
     advertised = {
@@ -192,6 +208,7 @@ def broker_listeners(
         )
         result.append(listener)
     result.sort(key=lambda listener: listener.name != inter_broker)  # stable: the rest in order
+    _own(inter_broker, result[0].security_protocol, "the inter-broker listener")
     return result
 
 
@@ -208,7 +225,8 @@ def controller_listener_names(settings: ListenerSettings) -> list[str]:
 
 def controller_protocol(settings: ListenerSettings) -> str:
     """The security protocol of the controller's listener."""
-    return _protocol(protocol_map(settings), controller_listener_names(settings)[0])
+    name = controller_listener_names(settings)[0]
+    return _own(name, _protocol(protocol_map(settings), name), "the controller's")
 
 
 def check_cluster_ports(

@@ -29,7 +29,7 @@ class ApiKey(IntEnum):
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
-    SASL_HANDSHAKE = 17  # known, not advertised yet: SASL is not wired into the brokers
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -47,7 +47,7 @@ class ApiKey(IntEnum):
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
-    SASL_AUTHENTICATE = 36  # known, not advertised yet
+    SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
@@ -132,6 +132,11 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_ACLS: (0, 3),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+    # SASL on SASL_PLAINTEXT and SASL_SSL listeners (core/security/sasl.py). The handshake is
+    # advertised from v0, as librdkafka needs to use it at all, though v0's raw tokens are
+    # refused; every listener lists them, as Kafka's do.
+    ApiKey.SASL_HANDSHAKE: (0, 1),
+    ApiKey.SASL_AUTHENTICATE: (0, 2),
 }
 
 # Versions the controller serves: brokers register, heartbeat, fetch the metadata log

@@ -19,6 +19,7 @@ import hmac
 from collections.abc import Callable, Mapping
 
 from rlog.core.security.mechanism import AuthenticationFailed
+from rlog.core.security.scram import CredentialLookup, ScramMechanism, new_credential
 
 MECHANISM = "PLAIN"
 
@@ -94,3 +95,21 @@ class PlainServer:
             )
         self._username = username
         return b""
+
+
+def scram_password_check(lookup: CredentialLookup) -> PasswordCheck:
+    """A `PasswordCheck` against the users' SCRAM credentials, as Redpanda checks PLAIN: one
+    user store (AlterUserScramCredentials, `rlog user`) serves both mechanisms. The password is
+    salted as the stored credential was (its salt and iterations, SHA-512's first) and the
+    resulting stored key compared in constant time; a user without a credential fails."""
+
+    def check(username: str, password: str) -> bool:
+        for mechanism in (ScramMechanism.SCRAM_SHA_512, ScramMechanism.SCRAM_SHA_256):
+            stored = lookup(username, mechanism)
+            if stored is None:
+                continue
+            derived = new_credential(mechanism, password, stored.salt, stored.iterations)
+            return hmac.compare_digest(derived.stored_key, stored.stored_key)
+        return False
+
+    return check

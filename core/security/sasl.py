@@ -66,9 +66,8 @@ from rlog.core.security.scram import CredentialLookup, ScramMechanism, ScramServ
 Body = dict[str, Any]
 MechanismFactory = Callable[[], SaslMechanismServer]
 
-# The SASL APIs' keys (core/protocol/apis.py's ApiKey does not list them yet).
-SASL_HANDSHAKE = 17
-SASL_AUTHENTICATE = 36
+SASL_HANDSHAKE = ApiKey.SASL_HANDSHAKE
+SASL_AUTHENTICATE = ApiKey.SASL_AUTHENTICATE
 
 ANONYMOUS = "User:ANONYMOUS"  # the principal of a connection that did not authenticate
 USER_PRINCIPAL_TYPE = "User"

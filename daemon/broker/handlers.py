@@ -24,6 +24,7 @@ from rlog.core.metadata.image import MetadataImage
 from rlog.core.protocol.apis import SUPPORTED, ApiKey, api_versions_body
 from rlog.core.protocol.connection import Request
 from rlog.core.protocol.errors import ErrorCode
+from rlog.core.security.sasl import authenticate_body, handshake_body
 from rlog.daemon.broker.config_answers import (
     ConfigLevels,
     alter_configs_answer,
@@ -81,6 +82,10 @@ class Handlers:
         self.config_levels = ConfigLevels.of(settings)
         self.table: dict[ApiKey, Handler] = {
             ApiKey.API_VERSIONS: self.api_versions,
+            # A SASL listener's connections answer these themselves (server.py): here they
+            # came to a listener without SASL.
+            ApiKey.SASL_HANDSHAKE: self.sasl_without_sasl,
+            ApiKey.SASL_AUTHENTICATE: self.sasl_without_sasl,
             ApiKey.METADATA: self.metadata,
             # The broker core's own APIs: it answers them (core/broker).
             ApiKey.PRODUCE: self._served_by_core,
@@ -158,6 +163,14 @@ class Handlers:
     # -- ApiVersions -----------------------------------------------------------------------
     async def api_versions(self, request: Request) -> Body:
         return api_versions_body(SUPPORTED, unsupported=request.unsupported_version)
+
+    async def sasl_without_sasl(self, request: Request) -> Body:
+        """SaslHandshake or SaslAuthenticate on a listener that does not authenticate, as
+        Kafka answers it: ILLEGAL_SASL_STATE, no mechanisms."""
+        message = f"listener {LISTENER.get()} does not use SASL"
+        if request.api_key == ApiKey.SASL_HANDSHAKE:
+            return handshake_body(ErrorCode.ILLEGAL_SASL_STATE)
+        return authenticate_body(ErrorCode.ILLEGAL_SASL_STATE, message)
 
     # -- Metadata --------------------------------------------------------------------------
     async def metadata(self, request: Request) -> Body:

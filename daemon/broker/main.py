@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import hashlib
 import logging
+import os
 import signal
 import sys
 import time
@@ -16,6 +18,10 @@ from pathlib import Path
 import uvloop
 
 from rlog.core.broker import BrokerConfig, BrokerCore, MetadataChanged
+from rlog.core.metadata.image import MetadataImage
+from rlog.core.security.plain import scram_password_check
+from rlog.core.security.sasl import SaslConfig, SaslSession, standard_mechanisms
+from rlog.core.security.scram import ScramCredential, ScramMechanism
 from rlog.daemon.broker.controller_link import ControllerLink
 from rlog.daemon.broker.core_driver import BrokerDriver, now_ms
 from rlog.daemon.broker.faults import Faults
@@ -163,6 +169,7 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
         link,
         groups,
     )
+    sasl = sasl_sessions(settings, lambda: link.image, args.cluster_id)
     servers = [
         BrokerServer(
             handlers,
@@ -170,6 +177,7 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
             faults=faults,
             listener_name=each.name,
             tls=server_tls if each.uses_tls else None,
+            sasl=sasl if each.uses_sasl else None,
         )
         for each in listeners
     ]
@@ -250,6 +258,30 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
         return LOG_DIR_RECOVERED
     log.info("broker %d stopped cleanly", args.id)
     return ExitCode.OK
+
+
+def sasl_sessions(
+    settings: BrokerSettings, image: Callable[[], MetadataImage], cluster_id: str
+) -> Callable[[], SaslSession]:
+    """What a SASL listener makes a session for each connection with: the enabled mechanisms,
+    checking against the users' SCRAM credentials in the metadata image as it is at each
+    authentication (PLAIN too). The unknown-user decoy salts are keyed by the cluster id, so
+    every broker answers an unknown name alike."""
+
+    def lookup(user: str, mechanism: ScramMechanism) -> ScramCredential | None:
+        return image().scram_credentials.get((user, mechanism))
+
+    config = SaslConfig(
+        standard_mechanisms(
+            settings.sasl_mechanisms,
+            plain_check=scram_password_check(lookup),
+            scram_lookup=lookup,
+            random_bytes=os.urandom,
+            mock_salt_key=hashlib.sha256(b"rlog scram decoy " + cluster_id.encode()).digest(),
+        ),
+        settings.connections_max_reauth_ms,
+    )
+    return lambda: SaslSession(config)
 
 
 def requests_read(servers: list[BrokerServer]) -> tuple[int, dict[int, int]]:

@@ -23,6 +23,11 @@ request and no event-loop registration per read:
 An SSL listener's connections pass their bytes through a `TlsSession` (daemon/tls.py): what is
 read is decrypted before the codec sees it, and each loop pass's answers are encrypted together,
 log slices included (read into memory: no sendfile under TLS).
+
+A SASL listener's connections own a `SaslSession` (core/security/sasl.py), asked about every
+request before it is handled: SaslHandshake and SaslAuthenticate are answered by the session
+itself, other requests are served only once the client authenticated (before that the
+connection is closed, as Kafka does), and a failed authentication is answered, then closed.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import logging
 import os
 import socket
 import ssl
+import time
 from collections import deque
 from collections.abc import Callable, Coroutine, Mapping
 from contextvars import ContextVar
@@ -47,6 +53,7 @@ from rlog.core.protocol.connection import (
     Request,
     ServerConnection,
 )
+from rlog.core.security.sasl import SASL_HANDSHAKE, SaslSession, Verdict
 from rlog.core.storage.files import FileSlice
 from rlog.daemon.broker.faults import Faults, peer_of
 from rlog.daemon.faults_file import CLIENTS
@@ -94,15 +101,18 @@ class BrokerServer:
         *,
         listener_name: str = "PLAINTEXT",
         tls: ssl.SSLContext | None = None,
+        sasl: Callable[[], SaslSession] | None = None,
     ) -> None:
         """`faults`: chaos rules (a broker's); requests from a cut peer close their connection.
-        `tls`: the listener speaks SSL with this context."""
+        `tls`: the listener speaks SSL with this context. `sasl`: its clients authenticate, each
+        connection with a session this makes."""
         self.handlers = handlers
         self.max_request_bytes = max_request_bytes
         self.supported = supported
         self.faults = faults
         self.listener_name = listener_name
         self.tls = tls
+        self.sasl = sasl
         self._listener: socket.socket | None = None
         self._connections: set[_Connection] = set()
         self.requests_received = 0  # every request read, clients' and peers' (RequestsPerSec)
@@ -191,6 +201,7 @@ class _Connection:
         tls = server.tls
         self.tls = TlsSession(tls, server_side=True) if tls is not None else None
         self.plaintext: list[bytes | memoryview] = []  # TLS: answers of this pass, to encrypt
+        self.sasl = server.sasl() if server.sasl is not None else None
 
     # ---- reading ----
 
@@ -284,6 +295,10 @@ class _Connection:
             if faults is not None and faults.rules.cut and faults.is_cut(peer_of(event.client_id)):
                 self.close()  # the link is cut: the peer sees its connection drop
                 return
+            if self.sasl is not None and not self._admitted(event):
+                if self.closed or self.input_ended:
+                    return
+                continue
             slot = _Slot(event)
             self.slots.append(slot)
             if faults is not None and faults.rules.delay_ms:
@@ -291,6 +306,40 @@ class _Connection:
             else:
                 self._start(slot)
         self._pace_reading()
+
+    def _admitted(self, request: Request) -> bool:
+        """Whether the SASL session lets `request` be handled as usual; if not, the session has
+        answered it (SaslHandshake, SaslAuthenticate) or the connection is closed."""
+        sasl = self.sasl
+        assert sasl is not None
+        now = time.time_ns() // 1_000_000
+        verdict = sasl.admit(request.api_key, now)
+        if verdict is Verdict.SERVE:
+            return True
+        if verdict is Verdict.CLOSE:
+            log.info(
+                "closing %s: api %d before SASL authentication (or after its session expired)",
+                self.address,
+                request.api_key,
+            )
+            self.close()
+            return False
+        body = request.body or {}
+        if request.api_key == SASL_HANDSHAKE:
+            answer = sasl.handshake(request.api_version, body, now)
+        else:
+            answer = sasl.authenticate(request.api_version, body, now)
+        if answer.failure is not None:
+            log.info("SASL authentication of %s failed: %s", self.address, answer.failure)
+        elif sasl.authenticated and not sasl.reauthenticating:
+            log.debug("%s authenticated as %s", self.address, sasl.principal)
+        slot = _Slot(request)
+        self.slots.append(slot)
+        if answer.close:  # answer, then close once it is written (_close_if_done)
+            self._pause_reading()
+            self.input_ended = True
+        self._answer(slot, answer.body)
+        return False
 
     def _pace_reading(self) -> None:
         full = (

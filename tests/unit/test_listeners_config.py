@@ -63,7 +63,8 @@ def test_a_wildcard_bind_without_an_advertised_host_advertises_rlogds_host() -> 
         ({"listeners": "plain://127.0.0.1:9092"}, "upper case"),
         ({"listeners": "PLAINTEXT://a:1,PLAINTEXT://b:2"}, "named twice"),
         ({"listeners": "FOO://127.0.0.1:9092"}, "no protocol for listener FOO"),
-        ({"listeners": "SASL_SSL://127.0.0.1:9092"}, "SASL comes later"),
+        ({"listeners": "SASL_SSL://127.0.0.1:9092"}, "SASL is for clients' listeners"),
+        ({"inter.broker.listener.name": "SASL_PLAINTEXT"}, "speak PLAINTEXT or SSL only"),
         ({"advertised.listeners": "PLAINTEXT://x:1"}, "listeners is not"),
         (
             {"listeners": "PLAINTEXT://a:1", "advertised.listeners": "OTHER://b:2"},

@@ -236,7 +236,7 @@ def request_frame(api_key: int, version: int, body: bytes = b"") -> bytes:
     ("api_key", "version"),
     [
         (999, 0),  # no such API
-        (17, 1),  # SaslHandshake: not an API we know
+        (int(ApiKey.SASL_HANDSHAKE), 2),  # above its range (0-1)
         (-1, 0),
         (int(ApiKey.DESCRIBE_CLIENT_QUOTAS), 0),  # known, not served yet
         (int(ApiKey.OFFSET_COMMIT), 8),  # served, but not this (flexible) version

@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -61,6 +62,15 @@ def main(argv: list[str] | None = None) -> None:
     data_dir: Path = args.data_dir.resolve()
     config_path = args.config.resolve() if args.config else None
     data_dir.mkdir(parents=True, exist_ok=True)
+    owner = data_dir.stat().st_uid
+    if owner != os.geteuid():
+        # Its logs, keys and control socket would be another user's to read or replace.
+        print(
+            f"rlogd: {data_dir} belongs to uid {owner}, not to this user ({os.geteuid()}); "
+            "run rlogd as its owner or choose another --data-dir",
+            file=sys.stderr,
+        )
+        sys.exit(ExitCode.CONFIG)
     lock = lock_data_dir(data_dir)
     if lock is None:
         print(f"rlogd: another rlogd is already running for {data_dir}", file=sys.stderr)

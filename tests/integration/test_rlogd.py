@@ -201,3 +201,14 @@ def test_a_second_rlogd_on_the_same_data_dir_is_refused(cluster) -> None:
     result = run_rlogd("--data-dir", str(cluster.data_dir), "--base-port", str(free_base_port(1)))
     assert result.returncode != 0
     assert "already running" in result.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a dir to another user needs root")
+def test_a_data_dir_of_another_user_is_refused(tmp_path: Path) -> None:
+    data_dir = tmp_path / "theirs"
+    data_dir.mkdir()
+    os.chown(data_dir, 65534, 65534)  # nobody's
+    done = run_rlogd("--data-dir", str(data_dir), "--base-port", str(free_base_port(1)))
+    assert done.returncode == 78, done  # EX_CONFIG, as every start-up refusal of rlogd
+    assert "belongs to uid 65534" in done.stderr
+    assert list(data_dir.iterdir()) == []  # nothing made there: no lock, no socket, no logs

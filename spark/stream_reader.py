@@ -2,6 +2,12 @@
 
 An offset is the next record to read, so a micro-batch (start, end] reads [start, end) per
 partition; restarting from a checkpoint resumes at the committed end: nothing skipped or repeated.
+
+PySpark 4.2+ calls `latestOffset(start, limit)` with Spark's read limits and supports
+Trigger.AvailableNow. PySpark 4.0/4.1 call `latestOffset()` with neither, before
+`initialOffset()` on a fresh query, and run Trigger.AvailableNow as one micro-batch (Spark's
+fallback for sources without it); the reader then starts from where the last planned batch
+ended, or from its (memoized) initial offsets, and applies the limits from the options.
 """
 
 from __future__ import annotations
@@ -37,7 +43,10 @@ try:  # pyspark >= 4.2: admission control and Trigger.AvailableNow
         ReadMinRows,
         SupportsTriggerAvailableNow,
     )
+
+    ADMISSION_CONTROL = True
 except ImportError:  # pyspark 4.0 / 4.1
+    ADMISSION_CONTROL = False
     ReadLimit = object  # type: ignore[assignment,misc]
     ReadAllAvailable = ReadMaxRows = ReadMinRows = None  # type: ignore[assignment,misc]
 
@@ -69,8 +78,14 @@ class RlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.options = options
         self.schema = schema
         self._available_now_target: Offsets | None = None
-        # pyspark 4.0 calls latestOffset() without a start: remember where the last batch ended.
+        # The first initialOffset(), returned again: pyspark 4.0 asks latestOffset() (which then
+        # starts from it) before initialOffset(), and the two must agree.
+        self._initial: dict | None = None
+        # pyspark 4.0 calls latestOffset() without a start: remember where the last batch ended
+        # (also the empty range Spark plans on a restart, at the offset log's last end) ...
         self._last_end: Offsets | None = None
+        # ... and where the last non-empty batch planned ended, done by the next latestOffset().
+        self._planned_end: Offsets | None = None
         self._progress_shown: Offsets | None = None  # what commitGroup last got
         # minOffsetsPerTrigger waits at most maxTriggerDelay since the last batch (or the start).
         self._last_batch_at = time.monotonic()
@@ -78,6 +93,8 @@ class RlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # --- driver side ---------------------------------------------------------------------
 
     def initialOffset(self) -> dict:
+        if self._initial is not None:
+            return self._initial
         with metadata_consumer(self.options) as consumer:
             keys = topic_partitions(consumer, self.options)
             marks = watermarks(consumer, keys)
@@ -89,7 +106,8 @@ class RlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 missing=EARLIEST,
                 no_match=self.options.timestamp_strategy,
             )
-        return to_json_offsets(starting)
+        self._initial = to_json_offsets(starting)
+        return self._initial
 
     def _latest(self) -> Offsets:
         with metadata_consumer(self.options) as consumer:
@@ -112,23 +130,29 @@ class RlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # Under Trigger.AvailableNow, never past what existed when the query started.
         target = self._available_now_target
         latest = dict(target) if target is not None else self._latest()
-        begin = from_json_offsets(start) if start is not None else self._last_end
+        # Spark plans a batch only once the previous one is done, so `start` (pyspark 4.0: the
+        # end of the last batch planned) is finished work. (Spark calls commit() a batch late,
+        # and never for the last one.)
         if start is not None:
-            # Spark plans a batch only once the previous one is done, so `start` is finished
-            # work. (Spark calls commit() a batch late, and never for the last one.)
+            begin = from_json_offsets(start)
             self._show_progress(begin)
-        if begin is not None:
-            # A partition new since `begin` starts at 0 (its earliest), as in Spark.
-            latest = {key: max(end, begin.get(key, 0)) for key, end in latest.items()}
-            since = {k: begin.get(k, 0) for k in latest}
-            if self._too_few(since, latest, limit):
-                # No new batch yet: hand back where the last one ended.
-                return start if start is not None else to_json_offsets(begin)
-            max_records = self._max_records(limit)
-            if max_records is not None:
-                latest = cap_offsets(since, latest, max_records)
-            if latest != since:
-                self._last_batch_at = time.monotonic()
+        else:  # pyspark 4.0 / 4.1
+            if self._planned_end is not None:
+                self._show_progress(self._planned_end)
+            # Before the first batch, the query starts at the initial offsets.
+            last = self._last_end
+            begin = last if last is not None else from_json_offsets(self.initialOffset())
+        # A partition new since `begin` starts at 0 (its earliest), as in Spark.
+        latest = {key: max(end, begin.get(key, 0)) for key, end in latest.items()}
+        since = {k: begin.get(k, 0) for k in latest}
+        if self._too_few(since, latest, limit):
+            # No new batch yet: hand back where the last one ended.
+            return start if start is not None else to_json_offsets(begin)
+        max_records = self._max_records(limit)
+        if max_records is not None:
+            latest = cap_offsets(since, latest, max_records)
+        if latest != since:
+            self._last_batch_at = time.monotonic()
         return to_json_offsets(latest)
 
     def _max_records(self, limit: ReadLimit | None) -> int | None:
@@ -158,6 +182,8 @@ class RlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         begin, finish = from_json_offsets(start), from_json_offsets(end)
         self._last_end = dict(finish)
+        if finish != begin:
+            self._planned_end = dict(finish)
         for key in begin:
             if key not in finish:
                 self._lost(f"{key[0]}-{key[1]} was at offset {begin[key]} and is gone")

@@ -57,8 +57,9 @@ def wait_for_offsets(query, topic: str, total: int, timeout_s: float) -> None:
         assert query.exception() is None, query.exception()
         progress = query.lastProgress
         if progress and progress["sources"]:
-            end = progress["sources"][0]["endOffset"]
-            end = json.loads(end) if isinstance(end, str) else end
+            # The progress's own JSON: PySpark 4.0's `sources[0]["endOffset"]` is str() of the
+            # parsed offsets (single quotes), not their JSON.
+            end = json.loads(progress.json)["sources"][0]["endOffset"]
             if sum(end.get(topic, {}).values()) >= total:
                 return
         time.sleep(0.5)

@@ -23,6 +23,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from streaming_support import finish, run_to_end
+from streaming_support import start as start_query
 
 pytestmark = pytest.mark.integration
 
@@ -255,7 +257,7 @@ def test_spark_replaying_a_batch_from_its_checkpoint_writes_it_once(
     checkpoint = tmp_path / "checkpoint"
 
     def run() -> Any:
-        query = (
+        writer = (
             spark.readStream.format("rlog")
             .option("kafka.bootstrap.servers", bootstrap)
             .option("subscribe", source)
@@ -268,10 +270,8 @@ def test_spark_replaying_a_batch_from_its_checkpoint_writes_it_once(
             .option("topic", sink)
             .option("exactlyOnce", "true")
             .option("checkpointLocation", str(checkpoint))
-            .trigger(availableNow=True)
-            .start()
         )
-        assert query.awaitTermination(180), "the query did not finish in 180 s"
+        query = run_to_end(writer, 180)  # Trigger.AvailableNow, or its stand-in before 4.2
         assert query.exception() is None, query.exception()
         return query
 
@@ -564,7 +564,8 @@ def tail(logs: list[Path], lines: int = 30) -> str:
 
 def driver_main(argv: list[str] | None = None) -> int:
     """Read `source` from the beginning and write it to `sink` exactly-once, checkpointed, with
-    Trigger.AvailableNow: exits 0 once everything in `source` when it started is written."""
+    Trigger.AvailableNow (its stand-in before PySpark 4.2, streaming_support.py): exits 0 once
+    everything in `source` when it started is written."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--checkpoint", required=True)
@@ -591,7 +592,7 @@ def driver_main(argv: list[str] | None = None) -> int:
     )
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
-    query = (
+    writer = (
         spark.readStream.format("rlog")
         .option("kafka.bootstrap.servers", args.bootstrap)
         .option("subscribe", args.source)
@@ -604,11 +605,10 @@ def driver_main(argv: list[str] | None = None) -> int:
         .option("topic", args.sink)
         .option("exactlyOnce", "true")
         .option("checkpointLocation", args.checkpoint)
-        .trigger(availableNow=True)
-        .start()
     )
+    query = start_query(writer)
     print(f"query {query.id} run {query.runId} started", flush=True)
-    query.awaitTermination()
+    finish(query, None)
     failure = query.exception()
     print(f"query finished: {failure or 'ok'}", flush=True)
     spark.stop()

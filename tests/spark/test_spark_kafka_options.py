@@ -113,28 +113,50 @@ def test_unknown_and_misplaced_options_are_errors(spark, spark_cluster, timed) -
         read(spark, spark_cluster.bootstrap, subscribe=timed, maxOffsetsPerTrigger="5").collect()
 
 
-def test_min_offsets_per_trigger_waits_up_to_max_trigger_delay(spark_cluster, timed) -> None:
+def min_offsets_readers(bootstrap: str, topic: str) -> dict[str, RlogStreamReader]:
+    """minOffsetsPerTrigger=25 over 20 records: patient (maxTriggerDelay 15m), impatient (0ms),
+    and one that needs only 20."""
     options = {
-        "kafka.bootstrap.servers": spark_cluster.bootstrap,
-        "subscribe": timed,
+        "kafka.bootstrap.servers": bootstrap,
+        "subscribe": topic,
         "startingOffsets": "earliest",
         "minOffsetsPerTrigger": "25",
     }
-    patient = RlogStreamReader(parse_read_options(options, streaming=True), kafka_schema(False))
-    start = patient.initialOffset()
-    assert patient.latestOffset(start, ReadMinRows(25)) == start  # 20 < 25: no batch yet
-    assert patient.latestOffset(start, None) == start  # pyspark 4.0: from the option
-    impatient = RlogStreamReader(
-        parse_read_options({**options, "maxTriggerDelay": "0ms"}, streaming=True),
-        kafka_schema(False),
-    )
+    variants = {
+        "patient": options,
+        "impatient": {**options, "maxTriggerDelay": "0ms"},
+        "enough": {**options, "minOffsetsPerTrigger": "20"},
+    }
+    return {
+        name: RlogStreamReader(parse_read_options(each, streaming=True), kafka_schema(False))
+        for name, each in variants.items()
+    }
+
+
+def test_min_offsets_per_trigger_waits_up_to_max_trigger_delay(spark_cluster, timed) -> None:
+    """From the options, as under PySpark 4.0/4.1, which pass no read limit."""
+    readers = min_offsets_readers(spark_cluster.bootstrap, timed)
+    start = readers["patient"].initialOffset()
     end = {timed: {"0": 10, "1": 10}}
-    assert impatient.latestOffset(start, ReadMinRows(25)) == end
-    enough = RlogStreamReader(
-        parse_read_options({**options, "minOffsetsPerTrigger": "20"}, streaming=True),
-        kafka_schema(False),
-    )
-    assert enough.latestOffset(start, ReadMinRows(20)) == end
+    assert readers["patient"].latestOffset(start, None) == start  # 20 < 25: no batch yet
+    assert readers["patient"].latestOffset() == start  # pyspark 4.0's call: no start, no limit
+    assert readers["impatient"].latestOffset(start, None) == end
+    assert readers["impatient"].latestOffset() == end
+    assert readers["enough"].latestOffset(start, None) == end
+
+
+@pytest.mark.skipif(
+    ReadMinRows is None, reason="Spark's read limits (ReadMinRows) reach Python sources in 4.2+"
+)
+def test_min_offsets_per_trigger_as_spark_read_limit(spark_cluster, timed) -> None:
+    """PySpark 4.2+: minOffsetsPerTrigger alone comes back from Spark as ReadMinRows."""
+    readers = min_offsets_readers(spark_cluster.bootstrap, timed)
+    start = readers["patient"].initialOffset()
+    end = {timed: {"0": 10, "1": 10}}
+    assert readers["patient"].getDefaultReadLimit() == ReadMinRows(25)
+    assert readers["patient"].latestOffset(start, ReadMinRows(25)) == start  # 20 < 25
+    assert readers["impatient"].latestOffset(start, ReadMinRows(25)) == end
+    assert readers["enough"].latestOffset(start, ReadMinRows(20)) == end
 
 
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])

@@ -50,7 +50,8 @@ def test_option_errors() -> None:
 
 @pytest.mark.integration
 def test_stream_reader_offsets_without_admission_control(spark_cluster) -> None:
-    """pyspark 4.0 calls latestOffset() with no arguments: maxOffsetsPerTrigger still applies."""
+    """pyspark 4.0 calls latestOffset() with no arguments, the first time before initialOffset():
+    maxOffsetsPerTrigger still applies, from the first batch on."""
     clients.create_topic(spark_cluster.bootstrap, "planned", partitions=2)
     messages = [Message(None, b"%d" % i, (), i % 2, -1) for i in range(20)]
     clients.confluent_produce(spark_cluster.bootstrap, "planned", messages)
@@ -63,7 +64,7 @@ def test_stream_reader_offsets_without_admission_control(spark_cluster) -> None:
     reader = RlogStreamReader(parse_read_options(options, streaming=True), kafka_schema(False))
     start = reader.initialOffset()
     assert start == {"planned": {"0": 0, "1": 0}}
-    assert reader.latestOffset() == {"planned": {"0": 10, "1": 10}}  # no start known yet
+    assert reader.latestOffset() == {"planned": {"0": 3, "1": 3}}  # from the initial offsets
     end = reader.latestOffset(start, None)
     assert end == {"planned": {"0": 3, "1": 3}}
     assert [p.value for p in reader.partitions(start, end)] == [
@@ -75,6 +76,16 @@ def test_stream_reader_offsets_without_admission_control(spark_cluster) -> None:
     pieces = reader.partitions(start, end)
     batches = list(reader.read(pieces[1]))
     assert [v.as_py() for b in batches for v in b.column("value")] == [b"1", b"3", b"5"]
+    # pyspark 4.0's order on a fresh query: latestOffset() first, then initialOffset(), which
+    # must be where that first batch starts.
+    fresh = RlogStreamReader(parse_read_options(options, streaming=True), kafka_schema(False))
+    assert fresh.latestOffset() == {"planned": {"0": 3, "1": 3}}
+    assert fresh.initialOffset() == start
+    at_latest = {**options, "startingOffsets": "latest"}
+    tail = RlogStreamReader(parse_read_options(at_latest, streaming=True), kafka_schema(False))
+    assert tail.latestOffset() == {"planned": {"0": 10, "1": 10}}  # nothing new: no batch
+    clients.confluent_produce(spark_cluster.bootstrap, "planned", messages[:2])
+    assert tail.initialOffset() == {"planned": {"0": 10, "1": 10}}  # the same as before
 
 
 @pytest.mark.integration

@@ -185,7 +185,7 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
         try:
             server.listen(each.bind_host, each.bind_port)
         except OSError as error:
-            where = f"{each.name}://{each.bind_host}:{each.bind_port}"
+            where = f"{each.bind_host}:{each.bind_port} (listener {each.name})"
             print(f"broker-{args.id}: cannot listen on {where}: {error.strerror}", file=sys.stderr)
             driver.close()
             return ExitCode.CONFIG

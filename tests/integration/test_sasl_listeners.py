@@ -6,10 +6,6 @@ the broker keeps serving and writes nothing for a client that did not authentica
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,7 +23,7 @@ from confluent_kafka.admin import (
 from rlog.cli.certificates import DemoFiles, demo_files
 from rlog.core.protocol.apis import ApiKey
 from rlog.daemon.wire import BlockingKafkaClient, WireError
-from support.cluster import HOST, free_base_port, port_is_free
+from support.cluster import HOST, free_base_port, port_is_free, spawn_rlogd, stop_rlogd
 
 pytestmark = pytest.mark.integration
 
@@ -114,15 +110,7 @@ listeners = "{listeners}"
 """
     )
     data_dir = root / "data"
-    data_dir.mkdir()
-    command = [
-        sys.executable, "-m", "rlog.daemon.rlogd", "--brokers", "1",
-        "--data-dir", str(data_dir), "--base-port", str(base), "--config", str(config),
-    ]  # fmt: skip
-    with open(data_dir / "rlogd.out", "ab") as output:
-        process = subprocess.Popen(
-            command, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
-        )
+    process = spawn_rlogd(data_dir, 1, base, config)
     try:
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         while not _registered(base):
@@ -144,13 +132,7 @@ listeners = "{listeners}"
             future.result(timeout=CLIENT_TIMEOUT_S)
         yield cluster
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=40)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=10)
+        stop_rlogd(process)
 
 
 def _round_trip(config: dict[str, str], partition: int, values: list[bytes]) -> list[bytes]:

@@ -9,11 +9,8 @@ import asyncio
 import contextlib
 import datetime
 import json
-import os
-import signal
 import ssl
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -36,7 +33,7 @@ from rlog.cli.discovery import broker_answers
 from rlog.core.protocol.apis import ApiKey
 from rlog.daemon.wire import BlockingKafkaClient, WireError
 from support.cli_runner import ok, rlog
-from support.cluster import HOST, free_base_port, port_is_free
+from support.cluster import HOST, free_base_port, port_is_free, spawn_rlogd, stop_rlogd
 
 pytestmark = pytest.mark.integration
 
@@ -130,15 +127,7 @@ listeners = "INTERNAL://{HOST}:{base},EXTERNAL://{HOST}:{base + SSL_OFFSET}"
 """
     )
     data_dir = root / "data"
-    data_dir.mkdir()
-    command = [
-        sys.executable, "-m", "rlog.daemon.rlogd", "--brokers", str(BROKERS),
-        "--data-dir", str(data_dir), "--base-port", str(base), "--config", str(config),
-    ]  # fmt: skip
-    with open(data_dir / "rlogd.out", "ab") as output:
-        process = subprocess.Popen(
-            command, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
-        )
+    process = spawn_rlogd(data_dir, BROKERS, base, config)
     cluster = TwoListeners(data_dir, base, files, process)
     try:
 
@@ -152,13 +141,7 @@ listeners = "INTERNAL://{HOST}:{base},EXTERNAL://{HOST}:{base + SSL_OFFSET}"
         _wait(registered, STARTUP_TIMEOUT_S, "the brokers did not register")
         yield cluster
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=40)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=10)
+        stop_rlogd(process)
 
 
 def _create_topic(bootstrap: str, config: dict[str, str], name: str, partitions: int = 3) -> None:

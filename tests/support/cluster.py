@@ -152,18 +152,14 @@ class Cluster:
         return "\n".join(text)
 
     def stop(self) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=40)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=10)
-        return self.process.returncode
+        return stop_rlogd(self.process)
 
 
-def start_cluster(data_dir: Path, brokers: int = 1, config: Path | None = None) -> Cluster:
-    base_port = free_base_port(brokers)
+def spawn_rlogd(
+    data_dir: Path, brokers: int, base_port: int, config: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """rlogd in a session of its own (so a stuck one can be killed with its children), its
+    output in DATA_DIR/rlogd.out."""
     command = [
         sys.executable, "-m", "rlog.daemon.rlogd",
         "--brokers", str(brokers), "--data-dir", str(data_dir), "--base-port", str(base_port),
@@ -172,9 +168,27 @@ def start_cluster(data_dir: Path, brokers: int = 1, config: Path | None = None) 
         command += ["--config", str(config)]
     data_dir.mkdir(parents=True, exist_ok=True)
     with open(data_dir / "rlogd.out", "ab") as output:
-        process = subprocess.Popen(
+        return subprocess.Popen(
             command, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
         )
+
+
+def stop_rlogd(process: subprocess.Popen[bytes]) -> int:
+    """SIGTERM (rlogd stops its brokers, then the controller); SIGKILL its session if it
+    hangs. The exit code."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=40)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+    return process.returncode
+
+
+def start_cluster(data_dir: Path, brokers: int = 1, config: Path | None = None) -> Cluster:
+    base_port = free_base_port(brokers)
+    process = spawn_rlogd(data_dir, brokers, base_port, config)
     cluster = Cluster(data_dir, base_port, brokers, process)
     try:
         cluster.wait_until_running(STARTUP_TIMEOUT_S)

@@ -23,28 +23,17 @@ import time
 from pathlib import Path
 
 import psutil
+from bench_small_requests import requests_read
 from confluent_kafka.admin import AdminClient
 from peers import rlog as rlog_peer
-from peers.common import Cluster
 from peers.workload import create_topics
 
 from rlog.core.protocol.apis import ApiKey
 from rlog.core.protocol.connection import NEED_DATA, ClientConnection, Response
 from rlog.core.records import build_batch
-from rlog.daemon.broker.traffic import read_traffic
-from rlog.daemon.data_dir import broker_dir
 
 TOPIC = "request-cost"
 PRODUCE_VERSION = 8
-
-
-def requests_by_api(cluster: Cluster, brokers: int) -> dict[str, int]:
-    total: dict[str, int] = {}
-    for broker_id in range(1, brokers + 1):
-        counters = read_traffic(broker_dir(cluster.root / "data", broker_id)) or {}
-        for api, count in (counters.get("requests_by_api") or {}).items():
-            total[api] = total.get(api, 0) + int(count)
-    return total
 
 
 def cpu_seconds(processes: list[psutil.Process]) -> float:
@@ -107,10 +96,10 @@ def measure(brokers: int, acks: int, windows: list[int], requests: int, rounds: 
         run(leader, 2_000, acks, 16, processes)  # warm-up
         for window in windows:
             time.sleep(1.1)  # traffic.json is rewritten every second
-            before = requests_by_api(cluster, brokers)
+            before = requests_read(cluster)
             results = [run(leader, requests, acks, window, processes) for _ in range(rounds)]
             time.sleep(1.1)
-            after = requests_by_api(cluster, brokers)
+            after = requests_read(cluster)
             fetches = (after.get("FETCH", 0) - before.get("FETCH", 0)) / (requests * rounds)
             cost = statistics.median(c for c, _ in results)
             rate = statistics.median(r for _, r in results)

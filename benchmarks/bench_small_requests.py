@@ -44,7 +44,7 @@ TRAFFIC_WRITE_INTERVAL_S = 1.1  # brokers rewrite traffic.json every second
 
 def requests_read(cluster: Cluster) -> dict[str, int]:
     """Requests the brokers' listeners have read since they started (as of their last write):
-    under "all", and per API (PRODUCE, FETCH, ...)."""
+    under "all", and per API (PRODUCE, FETCH, ...). A smaller cluster's missing brokers count 0."""
     total: dict[str, int] = {"all": 0}
     for broker_id in range(1, BROKERS + 1):
         counters = read_traffic(broker_dir(cluster.root / "data", broker_id)) or {}

@@ -115,12 +115,11 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
     try:
         listeners = broker_listeners(settings.listener_settings, args.id, args.host, args.port)
         server_tls = server_context(settings) if any(each.uses_tls for each in listeners) else None
-        inter_broker_tls = client_context(settings) if listeners[0].uses_tls else None
-        controller_tls = (
-            client_context(settings)
-            if controller_protocol(settings.listener_settings) == "SSL"
-            else None
-        )
+        controller_ssl = controller_protocol(settings.listener_settings) == "SSL"
+        # One context for the broker's own connections: to its peers and to the controller.
+        own_tls = client_context(settings) if listeners[0].uses_tls or controller_ssl else None
+        inter_broker_tls = own_tls if listeners[0].uses_tls else None
+        controller_tls = own_tls if controller_ssl else None
     except ValueError as error:  # ListenerError, TlsSettingsError: a setting or its file
         print(f"broker-{args.id}: {error}", file=sys.stderr)
         return ExitCode.CONFIG

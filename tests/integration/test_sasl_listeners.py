@@ -23,7 +23,14 @@ from confluent_kafka.admin import (
 from rlog.cli.certificates import DemoFiles, demo_files
 from rlog.core.protocol.apis import ApiKey
 from rlog.daemon.wire import BlockingKafkaClient, WireError
-from support.cluster import HOST, free_base_port, port_is_free, spawn_rlogd, stop_rlogd
+from support.cluster import (
+    HOST,
+    all_registered,
+    free_base_port,
+    port_is_free,
+    spawn_rlogd,
+    stop_rlogd,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -79,15 +86,6 @@ METADATA_OF_NOTHING = {
 }
 
 
-def _registered(port: int) -> bool:
-    try:
-        with BlockingKafkaClient(HOST, port, timeout_s=2) as client:
-            body = client.request(ApiKey.METADATA, 8, METADATA_OF_NOTHING)
-    except (OSError, WireError):
-        return False
-    return len(body["brokers"]) == 1
-
-
 @pytest.fixture(scope="module")
 def sasl_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslCluster]:
     root = tmp_path_factory.mktemp("sasl")
@@ -113,7 +111,7 @@ listeners = "{listeners}"
     process = spawn_rlogd(data_dir, 1, base, config)
     try:
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while not _registered(base):
+        while not all_registered(base, 1):
             assert time.monotonic() < deadline, "the broker did not register"
             time.sleep(0.1)
         cluster = SaslCluster(base, files)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import functools
 import json
 import ssl
 import subprocess
@@ -31,9 +32,16 @@ from rlog.cli.certificates import (
 )
 from rlog.cli.discovery import broker_answers
 from rlog.core.protocol.apis import ApiKey
-from rlog.daemon.wire import BlockingKafkaClient, WireError
+from rlog.daemon.wire import BlockingKafkaClient
 from support.cli_runner import ok, rlog
-from support.cluster import HOST, free_base_port, port_is_free, spawn_rlogd, stop_rlogd
+from support.cluster import (
+    HOST,
+    all_registered,
+    free_base_port,
+    port_is_free,
+    spawn_rlogd,
+    stop_rlogd,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -130,14 +138,7 @@ listeners = "INTERNAL://{HOST}:{base},EXTERNAL://{HOST}:{base + SSL_OFFSET}"
     process = spawn_rlogd(data_dir, BROKERS, base, config)
     cluster = TwoListeners(data_dir, base, files, process)
     try:
-
-        def registered() -> bool:
-            try:
-                with BlockingKafkaClient(HOST, base, timeout_s=2) as client:
-                    return len(_metadata(client)["brokers"]) == BROKERS
-            except (OSError, WireError):
-                return False
-
+        registered = functools.partial(all_registered, base, BROKERS)
         _wait(registered, STARTUP_TIMEOUT_S, "the brokers did not register")
         yield cluster
     finally:

@@ -60,6 +60,14 @@ def registered_brokers(host: str, port: int, timeout_s: float = 3.0) -> list[int
     return sorted(b["node_id"] for b in body["brokers"])
 
 
+def all_registered(port: int, brokers: int) -> bool:
+    """Whether the broker at `port` lists brokers 1..`brokers` (False while it does not answer)."""
+    try:
+        return registered_brokers(HOST, port) == list(range(1, brokers + 1))
+    except WireError:
+        return False
+
+
 @dataclass
 class Cluster:
     """An rlogd process we started, and where its brokers listen."""

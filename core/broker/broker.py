@@ -150,7 +150,8 @@ class BrokerCore:
         # follower's waits for records, as Kafka's DelayedFetch does, and learns the HW from its
         # next answer. Waking followers too served each of their fetches three times a produce.
         self._hw_moved: set[TopicPartition] = set()
-        self._proposals: dict[Token, tuple[TopicPartition, int]] = {}  # -> (partition, deadline)
+        # -> (partition, the replica's proposal, deadline)
+        self._proposals: dict[Token, tuple[TopicPartition, ProposeIsr, int]] = {}
         self._hw_dirty = False
         self._metadata_retry = False  # a partition's state could not be taken (disk error)
         self._registered = False
@@ -262,7 +263,7 @@ class BrokerCore:
         now_ms = self._observe_clock(now_ms)
         for key, replica in self.hosted if self.offline is None else ():
             self._handle(key, replica.tick(now_ms))
-        for token, (_key, deadline_ms) in list(self._proposals.items()):
+        for token, (_key, _proposal, deadline_ms) in list(self._proposals.items()):
             if now_ms >= deadline_ms:  # lost request or answer: the replica must hear an error
                 self._on_proposal_answer(
                     token, AlterPartitionResponse(ErrorCode.REQUEST_TIMED_OUT), now_ms
@@ -435,7 +436,7 @@ class BrokerCore:
             elif isinstance(effect, ProposeIsr):
                 token = ("isr", next(self._tokens))
                 deadline_ms = self._now_ms + self.config.replica_socket_timeout_ms
-                self._proposals[token] = (key, deadline_ms)
+                self._proposals[token] = (key, effect, deadline_ms)
                 self._out.proposals.append(IsrProposal(token, effect))
             elif isinstance(effect, Truncated):
                 self._out.truncations.append(effect)
@@ -448,10 +449,11 @@ class BrokerCore:
         found = self._proposals.pop(token, None)
         if found is None:
             return  # late: it timed out already and the replica heard an error
-        key = found[0]
+        key, proposal, _deadline_ms = found
         replica = self.hosted.get(key)
         if replica is not None:
-            self._handle(key, replica.on_alter_partition_response(response, now_ms))
+            effects = replica.on_alter_partition_response(response, now_ms, proposal=proposal)
+            self._handle(key, effects)
 
     def _appended_as_follower(self, key: TopicPartition) -> None:
         replica = self.hosted.get(key)

@@ -77,13 +77,19 @@ class Leader:
         self.epoch_start_offset = local.log_end_offset
         self.followers: dict[int, FollowerProgress] = {}
         self._track_replicas(state, now_ms)
-        self.proposed_isr: tuple[int, ...] | None = None
+        # The one ISR proposal in flight. An answer counts only if it answers this one: an
+        # answer to a proposal a committed state already replaced must not end its successor.
+        self._proposal: ProposeIsr | None = None
         self._propose_after_ms = now_ms  # backoff after a refused proposal
         # A proposal whose fate is unknown (the answer was lost) is sent again at this time.
         self._resend_after_ms: int | None = None
         self._pending: dict[int, PendingAck] = {}
         self._high_watermark_floor = local.high_watermark
         self._rules: tuple[object, ClientRules] | None = None  # (the log config they came from)
+
+    @property
+    def proposed_isr(self) -> tuple[int, ...] | None:
+        return self._proposal.new_isr if self._proposal is not None else None
 
     @property
     def _state(self) -> PartitionState:
@@ -429,15 +435,15 @@ class Leader:
         return effects
 
     def _maybe_resend_proposal(self, now_ms: int) -> list[Effect]:
-        if self.proposed_isr is None or self._resend_after_ms is None:
+        if self._proposal is None or self._resend_after_ms is None:
             return []
         if now_ms < self._resend_after_ms:
             return []
         self._resend_after_ms = None
-        return [self._propose(self.proposed_isr)]
+        return [self._propose(self._proposal.new_isr)]
 
     def _may_propose(self, now_ms: int) -> bool:
-        return self.proposed_isr is None and now_ms >= self._propose_after_ms
+        return self._proposal is None and now_ms >= self._propose_after_ms
 
     def _maybe_shrink_isr(self, now_ms: int) -> list[Effect]:
         if not self._may_propose(now_ms):
@@ -465,16 +471,21 @@ class Leader:
 
     def _propose(self, new_isr: tuple[int, ...]) -> ProposeIsr:
         state = self._state
-        self.proposed_isr = new_isr
         local = self._local
-        return ProposeIsr(
+        self._proposal = ProposeIsr(
             local.topic, local.partition, state.leader_epoch, new_isr, state.partition_epoch
         )
+        return self._proposal
 
     def on_alter_partition_response(
-        self, response: AlterPartitionResponse, now_ms: int
+        self, response: AlterPartitionResponse, now_ms: int, *, proposal: ProposeIsr
     ) -> list[Effect]:
-        """The controller's answer: a committed state is taken.
+        """The controller's answer to `proposal`: a committed state is taken.
+
+        An answer to any other proposal than the one in flight is ignored, as Kafka's
+        Partition does when its pending ISR state is not the one that sent the request: a
+        committed state that arrived through metadata ends a proposal, but its request may still
+        be answered later, and that answer says nothing of the proposal sent since.
 
         Only INELIGIBLE_REPLICA proves the proposal was refused and nothing changed; then it is
         dropped and proposed again, if still needed, after the retry backoff. Any other error
@@ -483,12 +494,12 @@ class Leader:
         proposal; the rest (timeouts) send it again after the backoff. Dropping it instead
         would let the HW pass a member the controller already counts in the ISR.
         """
-        if self.proposed_isr is None:
+        if self._proposal is None or proposal != self._proposal:
             return []
         state = self._state
         backoff_ms = self._local.config.alter_partition_retry_backoff_ms
         if response.error == ErrorCode.INELIGIBLE_REPLICA:
-            self.proposed_isr = None
+            self._proposal = None
             self._resend_after_ms = None
             self._propose_after_ms = now_ms + backoff_ms
             return []
@@ -498,7 +509,7 @@ class Leader:
         if response.error != ErrorCode.NONE:
             self._resend_after_ms = now_ms + backoff_ms
             return []
-        self.proposed_isr = None
+        self._proposal = None
         self._resend_after_ms = None
         if (
             response.leader_epoch != state.leader_epoch
@@ -514,7 +525,7 @@ class Leader:
         """A newer partition state in this leader epoch (already stored): it supersedes any
         proposal in flight.
         """
-        self.proposed_isr = None
+        self._proposal = None
         self._resend_after_ms = None
         self._track_replicas(state, now_ms)
         return self._advance_high_watermark()

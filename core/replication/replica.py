@@ -27,6 +27,7 @@ from rlog.core.replication.messages import (
     FollowerFetchResult,
     PartitionState,
     ProduceResult,
+    ProposeIsr,
     ReadResult,
     ReplicaConfig,
     TruncationPlan,
@@ -365,11 +366,13 @@ class Replica:
         return self._checked(self._role.tick(now_ms))
 
     def on_alter_partition_response(
-        self, response: AlterPartitionResponse, now_ms: int
+        self, response: AlterPartitionResponse, now_ms: int, *, proposal: ProposeIsr
     ) -> list[Effect]:
+        """The controller's answer to `proposal` (a ProposeIsr this replica asked for)."""
         if not isinstance(self._role, Leader):
             return []
-        return self._checked(self._role.on_alter_partition_response(response, now_ms))
+        effects = self._role.on_alter_partition_response(response, now_ms, proposal=proposal)
+        return self._checked(effects)
 
     # ---- follower side ----
 

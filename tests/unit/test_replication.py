@@ -115,15 +115,17 @@ class Cluster:
             ErrorCode.NONE, self.state.leader, proposal.leader_epoch, proposal.new_isr, committed
         )
         leader = self.replicas[self.state.leader]
-        self.collect(leader.broker_id, leader.on_alter_partition_response(response, self.now_ms))
+        effects = leader.on_alter_partition_response(response, self.now_ms, proposal=proposal)
+        self.collect(leader.broker_id, effects)
         self.publish(self.state.leader, self.state.leader_epoch, proposal.new_isr)
 
     def reject_proposal(self, error: ErrorCode = ErrorCode.INELIGIBLE_REPLICA) -> None:
-        self.proposals.pop()
+        proposal = self.proposals.pop()
         assert self.state is not None
         leader = self.replicas[self.state.leader]
         response = AlterPartitionResponse(error)
-        self.collect(leader.broker_id, leader.on_alter_partition_response(response, self.now_ms))
+        effects = leader.on_alter_partition_response(response, self.now_ms, proposal=proposal)
+        self.collect(leader.broker_id, effects)
 
     def collect(self, broker_id: int, effects: Iterable[Effect]) -> None:
         for effect in effects:
@@ -886,9 +888,38 @@ def test_a_stale_alter_partition_answer_is_ignored(tmp_path: Path) -> None:
     cluster.produce(b"a", 1)
     cluster.tick(LAG_MS + 1)
     assert cluster.state is not None
+    proposal = cluster.proposals.pop()
     old = AlterPartitionResponse(ErrorCode.NONE, 1, 0, (1,), cluster.state.partition_epoch)
-    assert cluster[1].on_alter_partition_response(old, cluster.now_ms) == []
+    assert cluster[1].on_alter_partition_response(old, cluster.now_ms, proposal=proposal) == []
     assert cluster[1].isr == (1, 2, 3) and cluster[1].proposed_isr is None
+
+
+def test_a_late_answer_to_a_replaced_proposal_leaves_the_next_one_in_force(
+    tmp_path: Path,
+) -> None:
+    """A shrink is committed and the leader hears it through metadata before the answer; it
+    proposes to take the caught-up member back. The shrink's late answer must not end that
+    proposal: the controller may commit it, so the HW must keep waiting for the member."""
+    cluster = started(tmp_path)
+    cluster.produce(b"a", 1)
+    cluster.tick(LAG_MS // 2)
+    cluster.replicate(2)
+    cluster.tick(LAG_MS // 2 + 2)  # 3 has not caught up for longer than the lag time
+    shrink = cluster.proposals.pop()
+    assert shrink.new_isr == (1, 2)
+    cluster.publish(1, 0, (1, 2))
+    cluster.replicate(3)
+    assert cluster.proposals[-1].new_isr == (1, 2, 3)
+    assert cluster.state is not None
+    late = AlterPartitionResponse(ErrorCode.NONE, 1, 0, (1, 2), cluster.state.partition_epoch)
+    assert cluster[1].on_alter_partition_response(late, cluster.now_ms, proposal=shrink) == []
+    assert cluster[1].proposed_isr == (1, 2, 3)
+    outcome = cluster.produce(b"b")
+    cluster.replicate(2)
+    assert cluster[1].high_watermark == 1  # 3 has not fetched b
+    assert outcome.pending is not None and not cluster.completed
+    cluster.replicate(3)
+    assert cluster[1].high_watermark == 2
 
 
 # ---- producer state moves with the data ----

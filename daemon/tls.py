@@ -25,6 +25,7 @@ into memory and encrypted rather than sent with sendfile (Python's `ssl` has no 
 
 from __future__ import annotations
 
+import contextlib
 import ssl
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -187,12 +188,19 @@ class TlsSession:
             except ssl.SSLWantReadError:
                 break
             except ssl.SSLZeroReturnError:
+                chunk = b""
+            if not chunk:  # Python's ssl reads b"" once the peer's close_notify is in
                 self.closed_by_peer = True
-                break
-            if not chunk:
+                self._answer_close_notify()
                 break
             chunks.append(chunk)
         return b"".join(chunks)
+
+    def _answer_close_notify(self) -> None:
+        """Send our close_notify back (it waits in `take_output()`): asyncio's SSL transport,
+        aiokafka's among them, waits for it up to 30 s before its close completes."""
+        with contextlib.suppress(ssl.SSLError):
+            self._ssl.unwrap()
 
     def send(self, plaintext: bytes | bytearray | memoryview) -> None:
         """Encrypt `plaintext`; its records wait in `take_output()`."""
@@ -204,3 +212,7 @@ class TlsSession:
 
     def peer_certificate(self) -> dict[str, object] | None:
         return self._ssl.getpeercert() or None
+
+    def peer_certificate_der(self) -> bytes | None:
+        """The client's certificate (DER), if it sent one that the truststore accepted."""
+        return self._ssl.getpeercert(binary_form=True) or None

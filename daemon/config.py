@@ -4,6 +4,10 @@ The file has two tables. `[cluster]` holds rlogd's own settings (how many broker
 restart policy). `[broker]` holds broker settings under Kafka's own `server.properties` names
 (`"log.segment.bytes" = 1073741824`), so a Kafka user can paste what they know. Unknown keys and
 bad values are errors that name the key: a typo must not silently fall back to a default.
+
+For a cluster on several hosts, a `[controller]` table and `[broker.N]` tables give one node its
+own `listeners` and `advertised.listeners` (ports as written), and each host's rlogd runs its
+part of the same file (`rlogd --nodes`; see configs/three-hosts.toml).
 """
 
 from __future__ import annotations
@@ -14,13 +18,17 @@ from pathlib import Path
 from typing import Any
 
 from rlog.core import limits
+from rlog.core.security.acl import parse_super_users
 from rlog.core.storage.config import LogConfig
 from rlog.daemon.listeners import (
     DEFAULT_PROTOCOL_MAP_TEXT,
+    Listener,
     ListenerSettings,
+    NodeListenerTables,
     broker_listeners,
     check_cluster_ports,
     controller_protocol,
+    node_listener_tables,
 )
 from rlog.daemon.tls import check_tls_settings
 
@@ -133,12 +141,20 @@ _BROKER_KEYS: dict[str, tuple[str, type]] = {
     # SASL on SASL_PLAINTEXT and SASL_SSL listeners (users: rlog user, SCRAM credentials).
     "sasl.enabled.mechanisms": ("sasl_enabled_mechanisms", str),
     "connections.max.reauth.ms": ("connections_max_reauth_ms", int),
+    "sasl.server.max.receive.size": ("sasl_server_max_receive_size", int),
+    # Authorization: ACLs checked on every request (daemon/broker/authorization.py).
+    "authorizer.class.name": ("authorizer_class_name", str),
+    "super.users": ("super_users", str),
+    "allow.everyone.if.no.acl.found": ("allow_everyone_if_no_acl_found", bool),
 }
 
 BROKER_KEYS = _BROKER_KEYS  # Kafka's name -> (attribute, type), for tools that edit the file
 
 _NEVER = 2**63 - 1
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+# authorizer.class.name: Kafka's KRaft authorizer, and rlog's short names for it.
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+AUTHORIZER_NAMES = (STANDARD_AUTHORIZER, "standard", "rlog")
 
 
 @dataclass(frozen=True)
@@ -206,6 +222,8 @@ class BrokerSettings:
     listener_security_protocol_map: str = DEFAULT_PROTOCOL_MAP_TEXT
     inter_broker_listener_name: str = ""  # not set: the first listener
     controller_listener_names: str = "CONTROLLER"
+    # The [controller] and [broker.N] tables: nodes' own listeners (daemon/listeners.py).
+    node_listeners: NodeListenerTables = field(default_factory=NodeListenerTables)
     ssl_keystore_type: str = "PEM"
     ssl_keystore_location: str = ""
     ssl_key_password: str = ""
@@ -216,6 +234,14 @@ class BrokerSettings:
     ssl_enabled_protocols: str = "TLSv1.2,TLSv1.3"
     sasl_enabled_mechanisms: str = "SCRAM-SHA-256,SCRAM-SHA-512"
     connections_max_reauth_ms: int = 0  # 0: a session never expires (KIP-368)
+    sasl_server_max_receive_size: int = 524_288  # a request before authentication, at most
+    authorizer_class_name: str = ""  # empty: no authorization, as Kafka
+    super_users: str = ""
+    allow_everyone_if_no_acl_found: bool = False
+
+    @property
+    def authorization_enabled(self) -> bool:
+        return bool(self.authorizer_class_name.strip())
 
     @property
     def sasl_mechanisms(self) -> list[str]:
@@ -229,6 +255,7 @@ class BrokerSettings:
             self.listener_security_protocol_map,
             self.inter_broker_listener_name,
             self.controller_listener_names,
+            self.node_listeners,
         )
 
     def to_kafka_properties(self) -> dict[str, str]:
@@ -383,13 +410,39 @@ def broker_settings(table: dict[str, Any]) -> BrokerSettings:
             f"[broker] sasl.enabled.mechanisms: {settings.sasl_enabled_mechanisms!r}; rlog "
             f"serves {', '.join(SASL_MECHANISMS)}"
         )
+    if settings.authorization_enabled and (
+        settings.authorizer_class_name.strip() not in AUTHORIZER_NAMES
+    ):
+        raise ConfigError(
+            f"[broker] authorizer.class.name: {settings.authorizer_class_name!r}; rlog accepts "
+            f"{', '.join(repr(name) for name in AUTHORIZER_NAMES)}, or empty for no authorization"
+        )
     try:
-        broker_listeners(settings.listener_settings, 1, "127.0.0.1", 9092)
+        parse_super_users(settings.super_users)
+    except ValueError as error:
+        raise ConfigError(f"[broker] {error}") from None
+    if settings.sasl_server_max_receive_size < 1:
+        raise ConfigError("[broker] sasl.server.max.receive.size: must be at least 1")
+    try:
+        listeners = broker_listeners(settings.listener_settings, 1, "127.0.0.1", 9092)
         controller_protocol(settings.listener_settings)
         check_tls_settings(settings)
     except ValueError as error:
         raise ConfigError(f"[broker] {error}") from None
+    if settings.authorization_enabled and _only_trusted(listeners):
+        raise ConfigError(
+            f"[broker] authorizer.class.name is set, but the only listener, {listeners[0].name}, "
+            "is the PLAINTEXT inter-broker one, whose connections are trusted as rlog's own: "
+            "nothing would be checked. Serve clients on a listener of their own (SASL_PLAINTEXT, "
+            "SASL_SSL, SSL, or a second PLAINTEXT one), or make the inter-broker listener SSL"
+        )
     return settings
+
+
+def _only_trusted(listeners: list[Listener]) -> bool:
+    """Whether the brokers would have no listener but the trusted one (the inter-broker one
+    when it is PLAINTEXT: daemon/broker/authorization.py)."""
+    return len(listeners) == 1 and listeners[0].security_protocol == "PLAINTEXT"
 
 
 def parse_config(text: str, source: str = "<config>") -> RlogConfig:
@@ -397,13 +450,17 @@ def parse_config(text: str, source: str = "<config>") -> RlogConfig:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{source}: not valid TOML: {error}") from None
-    unknown = set(document) - {"cluster", "broker"}
+    unknown = set(document) - {"cluster", "broker", "controller"}
     if unknown:
         raise ConfigError(f"{source}: unknown table(s) {', '.join(sorted(unknown))}")
+    try:
+        broker_table, nodes = node_listener_tables(document)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
     return _checked_ports(
         RlogConfig(
             cluster=_cluster_settings(document.get("cluster", {})),
-            broker=broker_settings(document.get("broker", {})),
+            broker=replace(broker_settings(broker_table), node_listeners=nodes),
         )
     )
 

@@ -70,7 +70,9 @@ REPLICA_KINDS = (
 )
 # What a broker's group coordinator records about the groups it coordinates.
 GROUP_KINDS = ("group_rebalancing", "group_stable", "group_empty", "group_member_removed")
-KINDS = PROCESS_KINDS + METADATA_KINDS + REPLICA_KINDS + GROUP_KINDS
+# What a broker records when it refuses a request by its ACLs (daemon/broker/authorization.py).
+SECURITY_KINDS = ("authorization_denied",)
+KINDS = PROCESS_KINDS + METADATA_KINDS + REPLICA_KINDS + GROUP_KINDS + SECURITY_KINDS
 
 
 class EventJournal:

@@ -18,6 +18,14 @@ endpoints of the listener they connected to, so a client outside a network reach
 by its own listener's names. The controller's listener is the first of
 `controller.listener.names`, bound at the controller's port; its protocol comes from the map.
 
+Brokers on other hosts: a `[broker.N]` table gives broker N listeners of its own, and a
+`[controller]` table the controller's (`listeners` and `advertised.listeners`, Kafka's names).
+Their ports are taken as written, since such a node has its host to itself, and [broker]'s
+`listeners` and `advertised.listeners` do not apply to it. A node there may bind a wildcard
+only if it advertises another host: 127.0.0.1 would send clients on other hosts to themselves.
+Brokers reach the controller at its advertised endpoint. The protocol map and the
+inter-broker and controller listener names stay cluster-wide, in [broker].
+
 SASL_PLAINTEXT and SASL_SSL listeners authenticate clients (daemon/broker/server.py with
 core/security/sasl.py); rlog's own processes do not speak SASL yet, so the inter-broker and the
 controller's listeners must be PLAINTEXT or SSL.
@@ -25,7 +33,9 @@ controller's listeners must be PLAINTEXT or SSL.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from typing import Any
 
 from rlog.core.metadata.records import Endpoint
 
@@ -45,14 +55,35 @@ class ListenerError(ValueError):
 
 
 @dataclass(frozen=True)
+class NodeListeners:
+    """One node's own `listeners` and `advertised.listeners` ([controller] or [broker.N]), as
+    written: ports are not shifted by the broker id."""
+
+    listeners: str
+    advertised_listeners: str = ""
+
+
+@dataclass(frozen=True)
+class NodeListenerTables:
+    """The [controller] and [broker.N] tables of a config (none: every node uses [broker]'s)."""
+
+    controller: NodeListeners | None = None
+    brokers: tuple[tuple[int, NodeListeners], ...] = ()  # (N, its table), by N
+
+    def broker(self, broker_id: int) -> NodeListeners | None:
+        return next((table for each, table in self.brokers if each == broker_id), None)
+
+
+@dataclass(frozen=True)
 class ListenerSettings:
-    """The five listener keys as written (empty: not set)."""
+    """The five listener keys as written (empty: not set), and the nodes' own tables."""
 
     listeners: str = ""
     advertised_listeners: str = ""
     security_protocol_map: str = DEFAULT_PROTOCOL_MAP_TEXT
     inter_broker_listener_name: str = ""
     controller_listener_names: str = "CONTROLLER"
+    nodes: NodeListenerTables = NodeListenerTables()
 
 
 @dataclass(frozen=True)
@@ -161,55 +192,85 @@ def broker_listeners(
 ) -> list[Listener]:
     """Broker `broker_id`'s listeners, the inter-broker one first. `host` and `port` are what
     rlogd gives it: its only listener when `listeners` is not set, and the advertised host of a
-    wildcard bind."""
-    mapping = protocol_map(settings)
+    wildcard bind. A [broker.N] table replaces [broker]'s listeners for broker N."""
+    table = settings.nodes.broker(broker_id)
+    if table is not None:
+        where = f"[broker.{broker_id}] "
+        return _resolved(settings, table.listeners, table.advertised_listeners, 0, None, where)
     if not settings.listeners.strip():
         if settings.advertised_listeners.strip():
             raise ListenerError("advertised.listeners is set but listeners is not")
+        mapping = protocol_map(settings)
         name = settings.inter_broker_listener_name or "PLAINTEXT"
         protocol = _own(name, _protocol(mapping, name), "the inter-broker listener")
         return [Listener(name, protocol, host, port, host, port)]
     shift = broker_id - 1
-    bound = parse_uris(settings.listeners, "listeners")
+    return _resolved(settings, settings.listeners, settings.advertised_listeners, shift, host, "")
+
+
+def _resolved(
+    settings: ListenerSettings,
+    listeners: str,
+    advertised_listeners: str,
+    shift: int,
+    wildcard_host: str | None,
+    where: str,
+) -> list[Listener]:
+    """One broker's listeners from `listeners` and `advertised.listeners` as written in the
+    table `where` names ("" for [broker], whose ports each broker shifts by `shift`). A wildcard
+    bind advertises `wildcard_host`; None: it must advertise a host of its own."""
+    mapping = protocol_map(settings)
+    bound = parse_uris(listeners, f"{where}listeners")
     advertised = {
         name: (adv_host, adv_port)
         for name, adv_host, adv_port in parse_uris(
-            settings.advertised_listeners, "advertised.listeners"
+            advertised_listeners, f"{where}advertised.listeners"
         )
     }
     names = [name for name, _, _ in bound]
     unknown = sorted(set(advertised) - set(names))
     if unknown:
-        raise ListenerError(f"advertised.listeners names {unknown}, which listeners does not")
+        raise ListenerError(
+            f"{where}advertised.listeners names {unknown}, which listeners does not"
+        )
     controller_names = controller_listener_names(settings)
     clash = sorted(set(names) & set(controller_names))
     if clash:
         raise ListenerError(
-            f"listeners {clash} are the controller's (controller.listener.names): "
+            f"{where}listeners {clash} are the controller's (controller.listener.names): "
             "the controller binds its own port"
         )
     inter_broker = settings.inter_broker_listener_name or names[0]
     if inter_broker not in names:
         raise ListenerError(
-            f"inter.broker.listener.name {inter_broker} is not one of the listeners {names}"
+            f"inter.broker.listener.name {inter_broker} is not one of the {where}listeners {names}"
         )
     result = []
     for name, bind_host, bind_port in bound:
         adv_host, adv_port = advertised.get(name, (bind_host, bind_port))
         if adv_host in WILDCARD_HOSTS:
-            adv_host = host
+            if wildcard_host is None:
+                raise _unreachable(f"{where.strip()} listener {name}", bind_host)
+            adv_host = wildcard_host
         listener = Listener(
             name,
             _protocol(mapping, name),
             bind_host,
-            _shifted(bind_port, shift, "listeners"),
+            _shifted(bind_port, shift, f"{where}listeners"),
             adv_host,
-            _shifted(adv_port, shift, "advertised.listeners"),
+            _shifted(adv_port, shift, f"{where}advertised.listeners"),
         )
         result.append(listener)
     result.sort(key=lambda listener: listener.name != inter_broker)  # stable: the rest in order
     _own(inter_broker, result[0].security_protocol, "the inter-broker listener")
     return result
+
+
+def _unreachable(what: str, bind_host: str) -> ListenerError:
+    return ListenerError(
+        f"{what} binds {bind_host or 'every address'} and advertised.listeners gives it no "
+        "host: set one that clients and the other nodes reach it by"
+    )
 
 
 def _shifted(port: int, shift: int, key: str) -> int:
@@ -229,18 +290,110 @@ def controller_protocol(settings: ListenerSettings) -> str:
     return _own(name, _protocol(protocol_map(settings), name), "the controller's")
 
 
+def controller_listener(settings: ListenerSettings, host: str, port: int) -> Listener:
+    """Where the controller binds, and where brokers reach it (its advertised endpoint): its
+    [controller] table, else `host`:`port` (rlogd's host and [cluster] controller_port)."""
+    name = controller_listener_names(settings)[0]
+    protocol = controller_protocol(settings)
+    table = settings.nodes.controller
+    if table is None:
+        return Listener(name, protocol, host, port, host, port)
+    bound = parse_uris(table.listeners, "[controller] listeners")
+    advertised = parse_uris(table.advertised_listeners, "[controller] advertised.listeners")
+    for key, found in (("listeners", bound), ("advertised.listeners", advertised)):
+        if found and [each for each, _, _ in found] != [name]:
+            raise ListenerError(
+                f"[controller] {key}: the controller has one listener, {name} (the first of "
+                "controller.listener.names)"
+            )
+    _, bind_host, bind_port = bound[0]
+    _, adv_host, adv_port = advertised[0] if advertised else bound[0]
+    if adv_host in WILDCARD_HOSTS:
+        raise _unreachable(f"[controller] listener {name}", bind_host)
+    return Listener(name, protocol, bind_host, bind_port, adv_host, adv_port)
+
+
+# ---- the [controller] and [broker.N] tables ----
+
+NODE_KEYS = ("listeners", "advertised.listeners")
+_BROKER_TABLE = re.compile(r"[1-9][0-9]*")
+
+
+def node_listener_tables(document: dict[str, Any]) -> tuple[dict[str, Any], NodeListenerTables]:
+    """A parsed config's [broker] table without its [broker.N] tables, and the nodes' tables
+    ([controller], [broker.N]); ListenerError naming the table if one is malformed."""
+    broker_table: dict[str, Any] = {}
+    brokers: dict[int, NodeListeners] = {}
+    for key, value in document.get("broker", {}).items():
+        if not isinstance(value, dict):
+            broker_table[key] = value
+            continue
+        if not _BROKER_TABLE.fullmatch(key) or int(key) in brokers:
+            raise ListenerError(
+                f"[broker.{key}]: a broker's own table is [broker.N], N its id (1, 2, ...), "
+                "once each"
+            )
+        brokers[int(key)] = _node_table(value, f"[broker.{key}]")
+    controller = document.get("controller")
+    return broker_table, NodeListenerTables(
+        None if controller is None else _node_table(controller, "[controller]"),
+        tuple(sorted(brokers.items())),
+    )
+
+
+def _node_table(table: Any, where: str) -> NodeListeners:
+    if not isinstance(table, dict):
+        raise ListenerError(f"{where} must be a table")
+    for key, value in table.items():
+        if key not in NODE_KEYS:
+            raise ListenerError(
+                f"{where} {key}: unknown key (a node's own table holds {' and '.join(NODE_KEYS)}; "
+                "the rest is cluster-wide, in [broker])"
+            )
+        if not isinstance(value, str):
+            raise ListenerError(f"{where} {key}: expected a string, got {value!r}")
+    if not table.get("listeners", "").strip():
+        raise ListenerError(f"{where} needs listeners (NAME://host:port,...)")
+    return NodeListeners(table["listeners"], table.get("advertised.listeners", ""))
+
+
 def check_cluster_ports(
     settings: ListenerSettings, brokers: int, host: str, base_port: int, controller_port: int
 ) -> None:
-    """Refuse a cluster whose brokers' (or controller's) bound ports collide."""
-    taken: dict[int, str] = {controller_port: "the controller"}
+    """Refuse a cluster whose [broker.N] tables name a broker it does not have, or whose
+    brokers' (or controller's) bound ports collide. Nodes without a table of their own share
+    rlogd's host, so they collide on a port alone; a node with one may run on another host, so
+    it collides only at the same address and port."""
+    beyond = [broker_id for broker_id, _ in settings.nodes.brokers if broker_id > brokers]
+    if beyond:
+        raise ListenerError(
+            f"[broker.{beyond[0]}]: the cluster has {brokers} broker(s) ([cluster] brokers)"
+        )
+    controller = controller_listener(settings, host, controller_port)
+    # (owner, host, port, shares rlogd's host)
+    taken = [
+        (
+            "the controller",
+            controller.bind_host,
+            controller.bind_port,
+            not settings.nodes.controller,
+        )
+    ]
     for broker_id in range(1, brokers + 1):
+        shared = settings.nodes.broker(broker_id) is None
         for listener in broker_listeners(settings, broker_id, host, base_port + broker_id - 1):
             owner = f"broker {broker_id}'s {listener.name}"
-            other = taken.get(listener.bind_port)
-            if other is not None:
-                raise ListenerError(
-                    f"port {listener.bind_port} is both {other} and {owner}: each broker adds "
-                    "its id - 1 to the ports in listeners, so leave room between listeners"
-                )
-            taken[listener.bind_port] = owner
+            for other, other_host, other_port, other_shared in taken:
+                if other_port != listener.bind_port:
+                    continue
+                if shared and other_shared:
+                    raise ListenerError(
+                        f"port {listener.bind_port} is both {other} and {owner}: each broker "
+                        "adds its id - 1 to the ports in listeners, so leave room between "
+                        "listeners"
+                    )
+                if other_host == listener.bind_host:
+                    raise ListenerError(
+                        f"{listener.bind_host}:{listener.bind_port} is both {other} and {owner}"
+                    )
+            taken.append((owner, listener.bind_host, listener.bind_port, shared))

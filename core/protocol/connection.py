@@ -161,6 +161,16 @@ class ServerConnection:
         self._supported = supported
         self._error: RemoteProtocolError | None = None
 
+    @property
+    def max_request_bytes(self) -> int:
+        return self._reader.max_bytes
+
+    @max_request_bytes.setter
+    def max_request_bytes(self, value: int) -> None:
+        """Change the bound for the frames not yet taken (a SASL listener raises it once the
+        client authenticated: sasl.server.max.receive.size before that)."""
+        self._reader.max_bytes = value
+
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         """Buffer bytes read from the socket; b"" means the peer closed its side."""
         self._reader.feed(data)

@@ -5,6 +5,9 @@
   (`mechanism.py` is what they share).
 - `acl.py`: ACLs, filters and the `Authorizer` (Kafka's StandardAuthorizer rules).
 - `api_operations.py`: the operation and resource each Kafka API checks, and its denial.
+- `enforcement.py`: the ruling on one request (which resources are denied; the request and
+  answer rewritten for it); `principal.py`: a connection's principal (the SSL subject in RFC
+  2253 form); `denials.py`: which denials to journal (one per key per window).
 
 Nothing here reads a clock, draws random numbers or does I/O: time comes in as `now_ms`, and
 randomness (SCRAM nonces) from a callable the daemon gives.

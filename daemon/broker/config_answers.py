@@ -248,6 +248,14 @@ BROKER_CONFIGS: dict[str, ConfigSpec] = {
     "connections.max.reauth.ms": ConfigSpec(
         LONG, "How long a SASL session lasts before the client must re-authenticate; 0: ever."
     ),
+    "sasl.server.max.receive.size": ConfigSpec(
+        INT, "The largest request a SASL listener takes before authentication."
+    ),
+    "authorizer.class.name": ConfigSpec(STR, "The authorizer; empty: no ACL is checked."),
+    "super.users": ConfigSpec(LIST, "Principals allowed everything, separated by ';'."),
+    "allow.everyone.if.no.acl.found": ConfigSpec(
+        BOOL, "Whether a resource no ACL names is open to everyone."
+    ),
 }
 
 _BROKER_NAME_OF_DYNAMIC = {topic: broker for broker, topic in BROKER_CONFIG_SYNONYMS.items()}

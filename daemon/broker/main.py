@@ -22,6 +22,7 @@ from rlog.core.metadata.image import MetadataImage
 from rlog.core.security.plain import scram_password_check
 from rlog.core.security.sasl import SaslConfig, SaslSession, standard_mechanisms
 from rlog.core.security.scram import ScramCredential, ScramMechanism
+from rlog.daemon.broker.authorization import broker_authorization
 from rlog.daemon.broker.controller_link import ControllerLink
 from rlog.daemon.broker.core_driver import BrokerDriver, now_ms
 from rlog.daemon.broker.faults import Faults
@@ -169,6 +170,11 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
         groups,
     )
     sasl = sasl_sessions(settings, lambda: link.image, args.cluster_id)
+    try:
+        authorization = broker_authorization(settings, lambda: link.image, journal, listeners)
+    except (OSError, ValueError) as error:  # the keystore's certificate cannot be read
+        print(f"broker-{args.id}: {error}", file=sys.stderr)
+        return ExitCode.CONFIG
     servers = [
         BrokerServer(
             handlers,
@@ -177,6 +183,11 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
             listener_name=each.name,
             tls=server_tls if each.uses_tls else None,
             sasl=sasl if each.uses_sasl else None,
+            sasl_max_receive_bytes=settings.sasl_server_max_receive_size,
+            authorization=authorization,
+            # rlog's own processes cannot prove who they are on a PLAINTEXT inter-broker
+            # listener: its connections are trusted (authorization.py).
+            trusted=each is listeners[0] and each.security_protocol == "PLAINTEXT",
         )
         for each in listeners
     ]

@@ -28,6 +28,14 @@ A SASL listener's connections own a `SaslSession` (core/security/sasl.py), asked
 request before it is handled: SaslHandshake and SaslAuthenticate are answered by the session
 itself, other requests are served only once the client authenticated (before that the
 connection is closed, as Kafka does), and a failed authentication is answered, then closed.
+Before authentication a request may be at most `sasl.server.max.receive.size` bytes: a larger
+size prefix closes the connection before its body is read.
+
+With an `Authorization` (daemon/broker/authorization.py: `authorizer.class.name` is set), each
+request is ruled on before it is handled, with the connection's principal: ANONYMOUS on
+PLAINTEXT, the client certificate's subject on SSL, the authenticated user on SASL. A refused
+request is answered with its error, a partly denied one is served for the rest and its answer
+completed (core/security/enforcement.py). Without one, nothing here looks at principals.
 """
 
 from __future__ import annotations
@@ -53,8 +61,15 @@ from rlog.core.protocol.connection import (
     Request,
     ServerConnection,
 )
-from rlog.core.security.sasl import SASL_HANDSHAKE, SaslSession, Verdict
+from rlog.core.security.enforcement import Finish, Requester
+from rlog.core.security.sasl import ANONYMOUS, SASL_HANDSHAKE, SaslSession, Verdict
 from rlog.core.storage.files import FileSlice
+from rlog.daemon.broker.authorization import (
+    Authorization,
+    acl_host,
+    certificate_principal,
+    refusal,
+)
 from rlog.daemon.broker.faults import Faults, peer_of
 from rlog.daemon.faults_file import CLIENTS
 from rlog.daemon.tls import TlsSession
@@ -102,10 +117,15 @@ class BrokerServer:
         listener_name: str = "PLAINTEXT",
         tls: ssl.SSLContext | None = None,
         sasl: Callable[[], SaslSession] | None = None,
+        sasl_max_receive_bytes: int = 524_288,
+        authorization: Authorization | None = None,
+        trusted: bool = False,
     ) -> None:
         """`faults`: chaos rules (a broker's); requests from a cut peer close their connection.
         `tls`: the listener speaks SSL with this context. `sasl`: its clients authenticate, each
-        connection with a session this makes."""
+        connection with a session this makes, in requests of at most `sasl_max_receive_bytes`
+        until they have. `authorization`: every request is checked against the ACLs, except on
+        a `trusted` listener (the inter-broker one when it is PLAINTEXT: authorization.py)."""
         self.handlers = handlers
         self.max_request_bytes = max_request_bytes
         self.supported = supported
@@ -113,8 +133,11 @@ class BrokerServer:
         self.listener_name = listener_name
         self.tls = tls
         self.sasl = sasl
+        self.sasl_max_receive_bytes = sasl_max_receive_bytes
+        self.authorization = authorization if not trusted else None
         self._listener: socket.socket | None = None
         self._connections: set[_Connection] = set()
+        self.reauthentications = 0  # SASL sessions renewed (KIP-368)
         self.requests_received = 0  # every request read, clients' and peers' (RequestsPerSec)
         self.requests_by_api: dict[int, int] = {}  # the same, per API key
 
@@ -168,10 +191,11 @@ class BrokerServer:
 class _Slot:
     """One request of a connection, in arrival order, and its answer once there is one."""
 
-    __slots__ = ("answered", "body", "request")
+    __slots__ = ("answered", "body", "finish", "request")
 
     def __init__(self, request: Request) -> None:
         self.request = request
+        self.finish: Finish | None = None  # authorization completes the answer (denied parts)
         self.answered = False
         self.body: Body | None = None
 
@@ -202,6 +226,14 @@ class _Connection:
         self.tls = TlsSession(tls, server_side=True) if tls is not None else None
         self.plaintext: list[bytes | memoryview] = []  # TLS: answers of this pass, to encrypt
         self.sasl = server.sasl() if server.sasl is not None else None
+        if self.sasl is not None:
+            self.codec.max_request_bytes = min(
+                server.max_request_bytes, server.sasl_max_receive_bytes
+            )
+        # Who the requests are checked as (authorization only), once known for good: None until
+        # then, and None for good when the connection's principal is a super user.
+        self.requester: Requester | None = None
+        self.requester_known = False
 
     # ---- reading ----
 
@@ -325,14 +357,19 @@ class _Connection:
             self.close()
             return False
         body = request.body or {}
+        reauthenticating = sasl.reauthenticating
         if request.api_key == SASL_HANDSHAKE:
             answer = sasl.handshake(request.api_version, body, now)
         else:
             answer = sasl.authenticate(request.api_version, body, now)
         if answer.failure is not None:
             log.info("SASL authentication of %s failed: %s", self.address, answer.failure)
+        elif reauthenticating and not sasl.reauthenticating:
+            self.server.reauthentications += 1
+            log.info("%s re-authenticated as %s (KIP-368)", self.address, sasl.principal)
         elif sasl.authenticated and not sasl.reauthenticating:
             log.debug("%s authenticated as %s", self.address, sasl.principal)
+            self.codec.max_request_bytes = self.server.max_request_bytes
         slot = _Slot(request)
         self.slots.append(slot)
         if answer.close:  # answer, then close once it is written (_close_if_done)
@@ -354,6 +391,8 @@ class _Connection:
     # ---- handling ----
 
     def _start(self, slot: _Slot) -> None:
+        if self.server.authorization is not None and not self._authorized(slot):
+            return
         handlers = self.server.handlers
         try:
             if handlers.serve_now(
@@ -364,6 +403,60 @@ class _Connection:
             self._handler_failed(slot.request)
             return
         self._spawn(self._handle(slot))
+
+    # ---- authorization ----
+
+    def _authorized(self, slot: _Slot) -> bool:
+        """Rule on the request: False if it is answered (or the connection closed) already;
+        True to serve it, maybe with a narrowed body and an answer to complete (`finish`)."""
+        authorization = self.server.authorization
+        assert authorization is not None
+        requester = self.requester if self.requester_known else self._find_requester()
+        if requester is None:
+            return True  # a super user
+        request = slot.request
+        try:
+            ruling = authorization.rule(request, requester.principal, requester.host)
+        except Exception:
+            self._handler_failed(request)
+            return False
+        if ruling.allowed:
+            return True
+        if ruling.close:
+            log.info("closing %s: acks=0 produce denied (no answer can say so)", self.address)
+            self.close()
+            return False
+        if ruling.refused is not None:
+            self._answer(slot, refusal(request, ruling.refused))
+            return False
+        if ruling.answer is not None:
+            self._answer(slot, ruling.answer)
+            return False
+        if ruling.body is not None:
+            request.body = ruling.body
+        slot.finish = ruling.finish
+        return True
+
+    def _find_requester(self) -> Requester | None:
+        """Who this connection's requests are checked as (None: a super user, unchecked)."""
+        authorization = self.server.authorization
+        assert authorization is not None
+        if self.sasl is not None:
+            principal = self.sasl.principal or ANONYMOUS
+            known = self.sasl.authenticated  # a SASL principal never changes once set
+        elif self.tls is not None:
+            principal = certificate_principal(self.tls.peer_certificate_der())
+            known = True
+        else:
+            principal, known = ANONYMOUS, True
+        requester = (
+            None
+            if authorization.exempt(principal)
+            else Requester(principal, acl_host(self.client_host))
+        )
+        if known:
+            self.requester, self.requester_known = requester, True
+        return requester
 
     async def _handle(self, slot: _Slot) -> None:
         CLIENT_HOST.set(self.client_host)
@@ -395,6 +488,12 @@ class _Connection:
     def _answer(self, slot: _Slot, body: Body | None) -> None:
         if self.closed:
             return
+        if slot.finish is not None and body is not None:
+            try:
+                body = slot.finish(body)  # the denied parts, or the answer filtered
+            except Exception:
+                self._handler_failed(slot.request)
+                return
         slot.answered, slot.body = True, body
         if self.slots[0] is slot and not self.flush_scheduled:
             # Written at the end of this loop pass, with whatever else is answered by then.

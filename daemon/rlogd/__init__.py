@@ -13,6 +13,16 @@ requests and kills, terminates, pauses, resumes or restarts a process on request
 both. Every process journals what happens to the cluster in DIR/events (rlogd: processes
 started, exited, restarted; the controller: brokers fenced, leaders elected, ISRs shrunk or
 expanded; brokers: replicas truncated), which `rlog events` reads.
+
+One cluster may span several hosts, each running its part under its own rlogd with the same
+config: `--nodes controller,broker-1` on one host, `--nodes broker-2 --cluster-id ID` on
+another (ID: the cluster id the controller's host made, in its DIR/meta.properties). The
+config's [controller] and [broker.N] tables say where each of those binds and what it
+advertises; brokers reach the controller at its advertised address and keep trying, logging
+that they cannot, until it answers. Each rlogd supervises, restarts and answers for its own
+processes only, and keeps its own data dir; a listener bound to an address its host does not
+have stops rlogd at start, naming the address. A broker whose host's rlogd cannot tell the
+controller it exited is fenced after broker.session.timeout.ms.
 """
 
 from rlog.daemon.rlogd.main import build_parser, main

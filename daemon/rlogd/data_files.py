@@ -60,6 +60,25 @@ def cluster_id_of(data_dir: Path) -> str:
     return cluster_id
 
 
+def adopt_cluster_id(data_dir: Path, cluster_id: str) -> str:
+    """`cluster_id` (rlogd's --cluster-id: the id of a cluster whose controller may run on
+    another host) written as the data dir's, unless the data dir has another: then ValueError
+    naming both, since its logs belong to that cluster."""
+    path = meta_path(data_dir)
+    with contextlib.suppress(FileNotFoundError):
+        for line in path.read_text().splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "cluster.id" and value.strip() not in ("", cluster_id):
+                raise ValueError(
+                    f"{data_dir} belongs to cluster {value.strip()}, not {cluster_id} "
+                    "(--cluster-id); give another --data-dir to join that cluster"
+                )
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(f"version=1\ncluster.id={cluster_id}\n")
+    os.replace(temporary, path)
+    return cluster_id
+
+
 def write_launch_record(data_dir: Path, config: RlogConfig, config_path: Path | None) -> None:
     """cluster.json: how this rlogd was started, kept after it exits so `rlog cluster up`
     starts the same cluster again."""

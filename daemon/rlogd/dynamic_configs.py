@@ -10,7 +10,6 @@ import time
 
 from rlog.core.protocol.apis import ApiKey
 from rlog.daemon import config_reload
-from rlog.daemon.rlogd.process import HOST
 from rlog.daemon.wire import KafkaClient, WireError
 
 log = logging.getLogger("rlogd")
@@ -20,10 +19,12 @@ RESOURCE_BROKER = 4  # IncrementalAlterConfigs: the broker resource ("" = cluste
 
 
 async def push_dynamic(
-    controller_port: int, configs: dict[str, str | None], tls: ssl.SSLContext | None = None
+    controller: tuple[str, int],
+    configs: dict[str, str | None],
+    tls: ssl.SSLContext | None = None,
 ) -> str | None:
-    """Set (or with None remove) cluster-wide dynamic configs at the controller; the
-    problem it reports, or None."""
+    """Set (or with None remove) cluster-wide dynamic configs at the controller (its host and
+    port); the problem it reports, or None."""
     body = {
         "resources": [
             {
@@ -38,7 +39,7 @@ async def push_dynamic(
         ],
         "validate_only": False,
     }  # fmt: skip
-    client = KafkaClient(HOST, controller_port, client_id="rlogd", tls=tls)
+    client = KafkaClient(*controller, client_id="rlogd", tls=tls)
     deadline = time.monotonic() + DYNAMIC_CONFIG_TIMEOUT_S
     try:
         while True:
@@ -60,10 +61,10 @@ async def push_dynamic(
 
 
 async def clear_stale_dynamic_configs(
-    controller_port: int, tls: ssl.SSLContext | None = None
+    controller: tuple[str, int], tls: ssl.SSLContext | None = None
 ) -> None:
     """Brokers read the file at start: drop dynamic defaults an earlier run pushed."""
     names = dict.fromkeys(config_reload.DYNAMIC_BROKER_KEYS.values())
-    problem = await push_dynamic(controller_port, names, tls)
+    problem = await push_dynamic(controller, names, tls)
     if problem is not None:
         log.warning("could not clear earlier dynamic configs: %s", problem)

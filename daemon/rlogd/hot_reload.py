@@ -89,14 +89,15 @@ class ConfigReloader:
                 cluster.journal.record("config_rejected", message, path=source)
                 raise ControlError(message, "bad-request") from None
             change = config_reload.changes(cluster.config, edited)
+            nodes_before = cluster.config.broker.node_listeners
+            if nodes_before != edited.broker.node_listeners:  # read at start, like listeners
+                change.static.append("[controller] / [broker.N] listeners")
             before = self._written if self._written is not None else written
             change.overridden = config_reload.overridden(before, written, cluster.flags)
             if change.dynamic:
-                problem = await push_dynamic(
-                    cluster.controller.port,
-                    dict(change.dynamic),
-                    cluster.tls_for(cluster.controller),
-                )
+                # From any host's rlogd: the controller applies them cluster-wide.
+                host, port, tls = cluster.controller_address()
+                problem = await push_dynamic((host, port), dict(change.dynamic), tls)
                 if problem is not None:
                     message = f"config edit not applied: the controller refused it: {problem}"
                     cluster.journal.record("config_rejected", message, path=source)

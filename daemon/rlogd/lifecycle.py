@@ -20,7 +20,7 @@ from rlog.daemon.control import ControlServer
 from rlog.daemon.data_dir import socket_path
 from rlog.daemon.exit_codes import ExitCode
 from rlog.daemon.rlogd.chaos_control import ChaosControl
-from rlog.daemon.rlogd.children import CONTROLLER_MODULE
+from rlog.daemon.rlogd.children import CONTROLLER_MODULE, controller_endpoint
 from rlog.daemon.rlogd.cluster import Cluster
 from rlog.daemon.rlogd.dynamic_configs import clear_stale_dynamic_configs
 from rlog.daemon.rlogd.hot_reload import ConfigReloader
@@ -46,8 +46,9 @@ class Rlogd:
         config_path: Path | None,
         cluster_id: str,
         flags: dict[str, int] | None = None,
+        nodes: frozenset[str] | None = None,
     ) -> None:
-        self.cluster = Cluster.create(data_dir, config, config_path, cluster_id, flags or {})
+        self.cluster = Cluster.create(data_dir, config, config_path, cluster_id, flags or {}, nodes)
         self.supervisor = Supervisor(self.cluster)
         self.process_control = ProcessControl(self.cluster, self.supervisor)
         self.chaos = ChaosControl(self.cluster)
@@ -78,10 +79,13 @@ class Rlogd:
         await control.start()
         self.chaos.heal_all()
         cluster.write_status()
+        runs = f"{len(cluster.brokers)} brokers"
+        if not cluster.runs_every_node:
+            runs = ", ".join(child.name for child in cluster.processes) + " (--nodes)"
+            self._tell_other_hosts()
         cluster.journal.record(
             "rlogd_started",
-            f"rlogd started (pid {os.getpid()}, {len(cluster.brokers)} brokers, "
-            f"cluster {cluster.cluster_id})",
+            f"rlogd started (pid {os.getpid()}, {runs}, cluster {cluster.cluster_id})",
             pid=os.getpid(),
             brokers=len(cluster.brokers),
             cluster_id=cluster.cluster_id,
@@ -109,11 +113,9 @@ class Rlogd:
             return ExitCode.FAILURE
         for broker in cluster.brokers:
             self.supervisor.start(broker)
-        self._background(
-            clear_stale_dynamic_configs(
-                cluster.controller.port, cluster.tls_for(cluster.controller)
-            )
-        )
+        if cluster.controller is not None:  # the file of the controller's host is the one
+            host, port, tls = cluster.controller_address()
+            self._background(clear_stale_dynamic_configs((host, port), tls))
         watcher = self.reloader.watch()
         # Run until asked to stop, or until the policy gave up on every broker.
         while not stop.is_set() and not self._brokers_gave_up():
@@ -130,9 +132,12 @@ class Rlogd:
         return ExitCode.FAILURE if failed else ExitCode.OK
 
     async def _start_controller(self) -> bool:
-        """Start the controller and wait until it listens; False if it cannot start."""
+        """Start the controller and wait until it listens; False if it cannot start. True at
+        once if it runs on another host: the brokers keep trying to reach it and log that."""
         cluster = self.cluster
         controller = cluster.controller
+        if controller is None:
+            return True
         if not _runnable(CONTROLLER_MODULE):
             log.error("the controller (%s) is not installed; cannot start", CONTROLLER_MODULE)
             return False
@@ -156,8 +161,30 @@ class Rlogd:
         return True
 
     def _brokers_gave_up(self) -> bool:
-        """Every broker is down for good and none by request: nothing left to supervise."""
-        return all(b.parked and not b.by_request for b in self.cluster.brokers)
+        """Every broker is down for good and none by request: nothing left to supervise. (A
+        host that runs only the controller has no broker to give up on.)"""
+        brokers = self.cluster.brokers
+        return bool(brokers) and all(b.parked and not b.by_request for b in brokers)
+
+    def _tell_other_hosts(self) -> None:
+        """Part of the cluster runs elsewhere: say what this host runs, where the controller is,
+        and (on the controller's host) how the other hosts join."""
+        cluster = self.cluster
+        controller = controller_endpoint(cluster.config)
+        local = ", ".join(child.name for child in cluster.processes)
+        log.info(
+            "this host runs %s of cluster %s; the controller is at %s:%d",
+            local,
+            cluster.cluster_id,
+            controller.host,
+            controller.port,
+        )
+        if cluster.controller is not None:
+            log.info(
+                "on each other host: rlogd --config FILE --data-dir DIR --nodes broker-N "
+                "--cluster-id %s",
+                cluster.cluster_id,
+            )
 
     def _background(self, coroutine: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(coroutine)

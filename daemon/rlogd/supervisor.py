@@ -108,7 +108,8 @@ class Supervisor:
         for child in cluster.processes:
             child.wake.set()
         await asyncio.gather(*(self.stop(b) for b in cluster.brokers))
-        await self.stop(cluster.controller)
+        if cluster.controller is not None:
+            await self.stop(cluster.controller)
         for child in cluster.processes:
             if child.supervisor:
                 child.supervisor.cancel()
@@ -117,7 +118,8 @@ class Supervisor:
         )
         # One a supervisor was spawning while the others stopped.
         await asyncio.gather(*(self.stop(b) for b in cluster.brokers))
-        await self.stop(cluster.controller)
+        if cluster.controller is not None:
+            await self.stop(cluster.controller)
         for child in cluster.processes:
             child.state = "stopped"
         cluster.write_status()
@@ -193,7 +195,10 @@ class Supervisor:
     async def _tell_controller_exited(self, child: SupervisedProcess) -> None:
         """A broker's process ended: tell the controller now, before it is restarted, so its
         leaderships move at once (not after broker.session.timeout.ms) and the new process may
-        register at once. The heartbeat timeout stays the fallback if this is lost."""
+        register at once. The heartbeat timeout stays the fallback if this is lost, and is all
+        a controller on another host has."""
+        if self.cluster.controller is None:
+            return
         controller = self.cluster.controller.process
         if child.role != "broker" or child.incarnation_id is None or controller is None:
             return

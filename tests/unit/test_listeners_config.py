@@ -115,3 +115,29 @@ def test_registrations_carry_their_listeners_and_old_ones_mean_plaintext() -> No
     assert broker.endpoint("PLAINTEXT") is None  # left out of answers on that listener
     legacy = BrokerInfo(1, 5, "inc", "h", 1, None, False)
     assert legacy.endpoint("PLAINTEXT") == Endpoint("PLAINTEXT", "h", 1, "PLAINTEXT")
+
+
+def test_authorization_needs_a_listener_that_is_not_the_trusted_one() -> None:
+    """The PLAINTEXT inter-broker listener is trusted as rlog's own: with it alone, an
+    authorizer would check nothing, so the config is refused rather than silently open."""
+    with pytest.raises(ConfigError, match="authorizer.class.name is set, but the only listener"):
+        broker_settings({"authorizer.class.name": "standard"})
+    clients = broker_settings(
+        {
+            "authorizer.class.name": "standard",
+            "listeners": "PLAINTEXT://127.0.0.1:9092,CLIENTS://127.0.0.1:9192",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CLIENTS:PLAINTEXT,"
+            "CONTROLLER:PLAINTEXT",
+        }
+    )
+    assert clients.authorization_enabled
+    # An SSL inter-broker listener proves who connects: it may be the only one.
+    assert broker_settings(
+        {
+            "authorizer.class.name": "standard",
+            "inter.broker.listener.name": "SSL",
+            "listener.security.protocol.map": "SSL:SSL,CONTROLLER:SSL",
+            "ssl.keystore.location": __file__,
+            "ssl.truststore.location": __file__,
+        }
+    ).authorization_enabled

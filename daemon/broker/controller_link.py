@@ -36,6 +36,9 @@ Body = dict[str, Any]
 METADATA_FETCH_MAX_WAIT_MS = 500
 METADATA_FETCH_MAX_BYTES = 8 * 1024 * 1024
 RETRY_BACKOFF_S = 0.2
+# With --controller-starting (rlogd starts the controller beside the brokers), not reaching it
+# this long after the start is not an outage worth a warning: it is still importing.
+CONTROLLER_START_GRACE_S = 5.0
 # Re-registration codes: the controller does not know this broker at this epoch.
 _UNREGISTERED = (ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_REGISTERED)
 
@@ -59,12 +62,15 @@ class ControllerLink:
         incarnation_id: uuid.UUID | None = None,
         listeners: Sequence[Endpoint] = (),
         tls: ssl.SSLContext | None = None,
+        controller_starting: bool = False,
     ) -> None:
         """`gate`: chaos's hold on the link to the controller (see faults.py).
         `previous_broker_epoch`: the epoch of the last clean shutdown, -1 after a crash.
         `recovering_log_ends`: what to tell in each heartbeat (BrokerCore.recovering_log_ends).
         `listeners`: what the broker registers, its peers' listener (at `host`:`port`) first;
         none: one PLAINTEXT listener there. `tls`: the controller's listener speaks SSL.
+        `controller_starting`: it starts at the same time as this broker, so it is not
+        reported unreachable in its first CONTROLLER_START_GRACE_S.
         """
         self.listeners = tuple(listeners) or (Endpoint("PLAINTEXT", host, port, "PLAINTEXT"),)
         self.previous_broker_epoch = previous_broker_epoch
@@ -90,6 +96,8 @@ class ControllerLink:
             *controller, client_id=f"broker-{broker_id}-metadata", gate=gate, tls=tls
         )
         self._unreachable_since: float | None = None
+        grace_s = CONTROLLER_START_GRACE_S if controller_starting else 0.0
+        self._quiet_until = time.monotonic() + grace_s
         self._told_duplicate = False
         self._heartbeat_now = asyncio.Event()
         self._image_changed = asyncio.Event()
@@ -125,6 +133,10 @@ class ControllerLink:
             try:
                 if self.broker_epoch is None:
                     await self._register()
+                    if self.broker_epoch is not None and self.fenced and self.caught_up:
+                        # The metadata fetch brought our registration before its answer came:
+                        # ask to be unfenced now, not a heartbeat interval later.
+                        self._heartbeat_now.set()
                 else:
                     await self._heartbeat()
                 self._reached()
@@ -140,6 +152,9 @@ class ControllerLink:
 
     def _unreachable(self, error: WireError) -> None:
         """Say so once per outage, not at every retry."""
+        if self._unreachable_since is None and time.monotonic() < self._quiet_until:
+            log.debug("the controller does not answer yet (starting): %s", error)
+            return
         if self._unreachable_since is None:
             self._unreachable_since = time.monotonic()
             log.warning("controller unreachable: %s", error)

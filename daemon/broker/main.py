@@ -156,6 +156,7 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
         recovering_log_ends=core.recovering_log_ends,
         incarnation_id=args.incarnation_id,
         listeners=[each.endpoint for each in listeners],
+        controller_starting=args.controller_starting,
         tls=controller_tls,
     )
     peers = PeerLinks(args.id, lambda: link.image, faults, inter_broker_tls)
@@ -312,6 +313,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--config", type=Path, default=None, help="rlog TOML config file")
     parser.add_argument(
         "--controller", required=True, help="the controller's HOST:PORT (rlogd passes it)"
+    )
+    parser.add_argument(
+        "--controller-starting",
+        action="store_true",
+        help="the controller starts beside this broker (rlogd passes it): not reaching it in "
+        "the first seconds is not logged as an outage",
     )
     parser.add_argument(
         "--faults",

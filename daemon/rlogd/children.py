@@ -103,6 +103,7 @@ def broker_processes(
             cluster_id,
             config_path,
             journal_path(data_dir, name),
+            controller_beside=nodes is None or CONTROLLER in nodes,
         )
         brokers.append(
             SupervisedProcess(
@@ -144,9 +145,13 @@ def _broker_argv(
     cluster_id: str,
     config: Path | None,
     events: Path,
+    *,
+    controller_beside: bool,
 ) -> list[str]:
     argv = [sys.executable, "-m", BROKER_MODULE, "--id", str(broker_id)]
     argv += ["--host", HOST, "--port", str(port), "--data-dir", str(data_dir)]
     argv += ["--controller", controller, "--cluster-id", cluster_id]
     argv += ["--events", str(events), "--faults", str(faults_path(data_dir))]
+    if controller_beside:  # this rlogd starts it at the same time as the brokers
+        argv += ["--controller-starting"]
     return argv + (["--config", str(config)] if config is not None else [])

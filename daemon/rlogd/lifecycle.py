@@ -1,5 +1,5 @@
-"""One rlogd run from start to stop: the control socket, the controller first and then the
-brokers, until SIGTERM or SIGINT (or until the restart policy gave up on every broker), then
+"""One rlogd run from start to stop: the control socket, the controller and the brokers started
+together, until SIGTERM or SIGINT (or until the restart policy gave up on every broker), then
 the orderly shutdown."""
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from rlog.daemon.rlogd.supervisor import Supervisor
 
 log = logging.getLogger("rlogd")
 
-# How long the brokers wait for the controller to listen before they are started anyway
-# (they retry reaching it themselves).
+# How long rlogd waits for the controller to listen before it says so and runs on (the
+# brokers keep retrying to reach it themselves).
 CONTROLLER_START_WAIT_S = 30.0
 
 
@@ -104,6 +104,12 @@ class Rlogd:
         cluster = self.cluster
         stopping = asyncio.create_task(stop.wait())
         controller_up = asyncio.create_task(self._start_controller())
+        # The brokers start beside the controller rather than after it: each process spends
+        # most of its start importing, and a broker retries reaching the controller every
+        # 0.2 s, so it registers as soon as the controller listens. If the controller cannot
+        # start, the brokers are stopped with everything else on the way out.
+        for broker in cluster.brokers:
+            self.supervisor.start(broker)
         await asyncio.wait({stopping, controller_up}, return_when=asyncio.FIRST_COMPLETED)
         if stop.is_set():
             controller_up.cancel()
@@ -111,8 +117,6 @@ class Rlogd:
         if not controller_up.result():
             stopping.cancel()
             return ExitCode.FAILURE
-        for broker in cluster.brokers:
-            self.supervisor.start(broker)
         if cluster.controller is not None:  # the file of the controller's host is the one
             host, port, tls = cluster.controller_address()
             self._background(clear_stale_dynamic_configs((host, port), tls))
@@ -148,7 +152,7 @@ class Rlogd:
                 return True
             if controller.parked:
                 log.error(
-                    "the controller could not start (%s; see %s); not starting the brokers",
+                    "the controller could not start (%s; see %s); stopping the brokers",
                     describe_exit(controller.last_exit or 0),
                     controller.log_path,
                 )
@@ -157,7 +161,10 @@ class Rlogd:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(cluster.changed.wait(), 0.2)
         if not cluster.stopping:
-            log.warning("the controller does not listen yet; starting the brokers anyway")
+            log.warning(
+                "the controller does not listen after %.0f s; the brokers keep trying to reach it",
+                CONTROLLER_START_WAIT_S,
+            )
         return True
 
     def _brokers_gave_up(self) -> bool:

@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from rlog.daemon import control
@@ -161,7 +162,9 @@ def test_port_in_use_is_one_clear_line_and_no_restart_loop(tmp_path: Path) -> No
     assert "not restarting" in result.stderr
 
 
-def test_a_controller_that_cannot_start_stops_rlogd_before_any_broker(tmp_path: Path) -> None:
+def test_a_controller_that_cannot_start_stops_rlogd_and_its_brokers(tmp_path: Path) -> None:
+    """The brokers start beside the controller; when it cannot start, rlogd stops them and
+    exits, naming why, without announcing a running cluster."""
     base_port = free_base_port(1)
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", base_port + 1))  # the controller's port
@@ -172,8 +175,11 @@ def test_a_controller_that_cannot_start_stops_rlogd_before_any_broker(tmp_path: 
     assert f"cannot listen on 127.0.0.1:{base_port + 1}" in controller_log
     assert "Traceback" not in controller_log + result.stderr
     assert "controller could not start" in result.stderr
-    assert not (tmp_path / "logs" / "broker-1.log").exists()
+    assert "stopping the brokers" in result.stderr
     assert not (tmp_path / "rlogd.json").exists()
+    left = [p.pid for p in psutil.process_iter(["cmdline"]) if str(tmp_path) in " ".join(
+        p.info["cmdline"] or [])]  # fmt: skip
+    assert left == [], "a process of the failed start is still running"
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pytest
@@ -233,10 +234,13 @@ def test_bad_credentials_and_unauthenticated_clients_write_nothing(
     wrong = sasl_cluster.client("SASL_PLAINTEXT", "SCRAM-SHA-256", "alice", "not-her-password")
     unknown = sasl_cluster.client("SASL_PLAINTEXT", "SCRAM-SHA-512", "mallory", "guess")
     plain_wrong = sasl_cluster.client("SASL_SSL", "PLAIN", "bob", "nope")
-    for what, config in {"a wrong password": wrong, "an unknown user": unknown,
-                         "PLAIN, wrong password": plain_wrong}.items():  # fmt: skip
-        errors = _refused(config)
-        assert any("uthentication" in str(error) for error in errors), (what, errors)
+    cases = {"a wrong password": wrong, "an unknown user": unknown,
+             "PLAIN, wrong password": plain_wrong}  # fmt: skip
+    with ThreadPoolExecutor(len(cases)) as pool:  # at once: each waits out its timeout
+        reported = {what: pool.submit(_refused, config) for what, config in cases.items()}
+    for what, errors in reported.items():
+        found = errors.result()
+        assert any("uthentication" in str(error) for error in found), (what, found)
     # A client that does not speak SASL on the SASL listener: its Metadata closes the connection.
     host, port = sasl_cluster.sasl_plaintext.split(":")
     with pytest.raises(WireError), BlockingKafkaClient(host, int(port), timeout_s=5) as client:

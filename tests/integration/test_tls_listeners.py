@@ -14,6 +14,7 @@ import ssl
 import subprocess
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -338,9 +339,14 @@ def test_clients_without_a_good_certificate_are_refused_and_nothing_is_written(
         "trusting another CA": two_listeners.client_tls(ca=strangers_ca),
         "plaintext on the SSL port": {},
     }
-    for what, config in cases.items():
-        errors = _refused_produce(two_listeners.external, config, topic)
-        assert errors, f"{what}: the producer reported nothing"
+    # At once: each waits out its message timeout.
+    with ThreadPoolExecutor(len(cases)) as pool:
+        reported = {
+            what: pool.submit(_refused_produce, two_listeners.external, config, topic)
+            for what, config in cases.items()
+        }
+    for what, errors in reported.items():
+        assert errors.result(), f"{what}: the producer reported nothing"
     assert not broker_answers(HOST, two_listeners.base_port + SSL_OFFSET, timeout_s=2)
     # Nothing landed, and both listeners still serve.
     assert _end_offsets(two_listeners.internal, topic, 1) == before

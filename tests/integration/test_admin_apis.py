@@ -54,6 +54,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     try:
         yield cluster
     finally:
+        # Its AdminClient would otherwise live on, reconnecting to the stopped brokers for
+        # the rest of the run.
+        _ADMINS.pop(cluster.bootstrap, None)
         cluster.stop()
 
 

@@ -191,9 +191,11 @@ class ControllerLink:
         error = answer["error_code"]
         if error == ErrorCode.DUPLICATE_BROKER_REGISTRATION:
             if not self._told_duplicate:
-                log.info(
-                    "the controller still holds this broker's previous session; registering "
-                    "once it expires (broker.session.timeout.ms)"
+                log.warning(
+                    "the controller refuses to register broker %d: a broker with this id has a "
+                    "live session (this broker's previous process, until broker.session.timeout"
+                    ".ms expires it, or another broker with the same id); retrying",
+                    self.broker_id,
                 )
                 self._told_duplicate = True
             return

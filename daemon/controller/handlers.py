@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -44,6 +45,8 @@ log = logging.getLogger("rlog.controller")
 
 Body = dict[str, Any]
 Handler = Callable[[Request], Awaitable[Body]]
+# A refused registration is retried every 0.2 s: logged again only after this long.
+REFUSAL_LOG_INTERVAL_S = 30.0
 
 
 class Handlers:
@@ -51,6 +54,8 @@ class Handlers:
         self.cluster_id = cluster_id
         self.service = service
         self.admin = admin.AdminHandlers(service)
+        # (broker id, incarnation, error) -> when its refusal was last logged
+        self._refusals_logged: dict[tuple[int, str, int], float] = {}
         self.table: dict[ApiKey, Handler] = {
             ApiKey.API_VERSIONS: self.api_versions,
             ApiKey.BROKER_REGISTRATION: self.broker_registration,
@@ -134,13 +139,28 @@ class Handlers:
         )
         assert isinstance(response, RegisterBrokerResponse)
         if response.error != ErrorCode.NONE:
-            log.warning(
-                "broker %d registration refused: %s %s",
-                broker_id,
-                ErrorCode(response.error).name,
-                response.message or "",
-            )
+            self._log_refusal(broker_id, str(body["incarnation_id"]), response)
         return answer | {"error_code": response.error, "broker_epoch": response.broker_epoch}
+
+    def _log_refusal(
+        self, broker_id: int, incarnation_id: str, response: RegisterBrokerResponse
+    ) -> None:
+        """Once per process and error, then every REFUSAL_LOG_INTERVAL_S while it retries."""
+        now = time.monotonic()
+        key = (broker_id, incarnation_id, response.error)
+        last = self._refusals_logged.get(key)
+        if last is not None and now - last < REFUSAL_LOG_INTERVAL_S:
+            return
+        if len(self._refusals_logged) > 1000:  # processes come and go: forget the old ones
+            self._refusals_logged.clear()
+        self._refusals_logged[key] = now
+        log.warning(
+            "broker %d (incarnation %s) registration refused: %s %s",
+            broker_id,
+            incarnation_id,
+            ErrorCode(response.error).name,
+            response.message or "",
+        )
 
     # -- BrokerHeartbeat -------------------------------------------------------------------
     async def broker_heartbeat(self, request: Request) -> Body:

@@ -15,6 +15,7 @@ import ipaddress
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -431,8 +432,12 @@ def _refuses_a_second_broker_2(network: Network, hosts: Hosts, bootstrap: str) -
     controller_log = hosts.started[-2].log  # host A's, started just before
     _wait_for(
         lambda: (
-            "broker 2 registration refused: DUPLICATE_BROKER_REGISTRATION"
-            in controller_log("controller")
+            re.search(
+                r"broker 2 \(incarnation \S+\) registration refused: "
+                "DUPLICATE_BROKER_REGISTRATION",
+                controller_log("controller"),
+            )
+            is not None
         ),
         "the controller does not refuse a second broker 2",
         describe=hosts.describe,

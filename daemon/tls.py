@@ -120,11 +120,13 @@ def _file(location: str) -> str:
     return str(path)
 
 
-def server_context(settings: BrokerSettings) -> ssl.SSLContext:
-    """The context of a broker's or the controller's SSL listener."""
+def server_context(settings: BrokerSettings, *, sasl: bool = False) -> ssl.SSLContext:
+    """The context of a broker's or the controller's SSL listener; `sasl` for a SASL_SSL one,
+    whose clients prove who they are with SASL: there `ssl.client.auth` does not apply and no
+    certificate is asked for, as in Kafka since KIP-684."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     _load(context, settings, own_cert=True)
-    context.verify_mode = CLIENT_AUTH[settings.ssl_client_auth]
+    context.verify_mode = ssl.CERT_NONE if sasl else CLIENT_AUTH[settings.ssl_client_auth]
     return context
 
 

@@ -14,7 +14,9 @@ The exchange follows Kafka's ScramSaslServer, with these rules:
 - Usernames escape `,` as `=2C` and `=` as `=3D`; any other `=` makes the message malformed.
 - Extensions after the client nonce are ignored, except `tokenauth=true` (a delegation token
   login), which is refused: rlog has no delegation tokens. A reserved `m=` is refused (RFC).
-- The final message's nonce must be exactly the combined one (Kafka only checks its end).
+- The final message's nonce must end with the combined one, as Kafka checks it: librdkafka
+  before 2.6.1 sends its own nonce before the combined one. The proof covers the message
+  as sent, so nothing else may change.
 - Credentials need 4096 to 16384 iterations (Kafka's bounds for both mechanisms).
 - An unknown user gets an exchange that looks like a real one (a salt derived from the name
   with a secret key, so it is the same at every attempt, and 4096 iterations) and fails at the
@@ -330,7 +332,7 @@ class ScramServer:
         _extensions(attributes[2:])  # well-formed, otherwise ignored
         if _b64decode(attributes[0][2:]) != self._gs2_header.encode():
             raise AuthenticationFailed("client-final: channel binding differs from gs2 header")
-        if attributes[1][2:] != self._nonce:
+        if not attributes[1][2:].endswith(self._nonce):
             raise AuthenticationFailed("client-final: nonce mismatch")
         proof = _b64decode(text[proof_at + 3 :])
         mechanism = self._mechanism

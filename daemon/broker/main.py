@@ -115,7 +115,10 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
         return ExitCode.CONFIG
     try:
         listeners = broker_listeners(settings.listener_settings, args.id, args.host, args.port)
-        server_tls = server_context(settings) if any(each.uses_tls for each in listeners) else None
+        ssl_listeners = [each for each in listeners if each.uses_tls and not each.uses_sasl]
+        sasl_ssl_listeners = [each for each in listeners if each.uses_tls and each.uses_sasl]
+        server_tls = server_context(settings) if ssl_listeners else None
+        sasl_server_tls = server_context(settings, sasl=True) if sasl_ssl_listeners else None
         controller_ssl = controller_protocol(settings.listener_settings) == "SSL"
         # One context for the broker's own connections: to its peers and to the controller.
         own_tls = client_context(settings) if listeners[0].uses_tls or controller_ssl else None
@@ -182,7 +185,7 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
             settings.socket_request_max_bytes,
             faults=faults,
             listener_name=each.name,
-            tls=server_tls if each.uses_tls else None,
+            tls=(sasl_server_tls if each.uses_sasl else server_tls) if each.uses_tls else None,
             sasl=sasl if each.uses_sasl else None,
             sasl_max_receive_bytes=settings.sasl_server_max_receive_size,
             authorization=authorization,

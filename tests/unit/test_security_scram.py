@@ -6,7 +6,10 @@ checks."""
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import re
+from collections.abc import Callable
 
 import pytest
 import scramp
@@ -176,14 +179,37 @@ def replace_attribute(message: str, key: str, value: str) -> str:
 
 
 def test_nonce_mismatch_is_refused() -> None:
-    server = server_for({"alice": new_credential(SHA256, "pw", SALT)})
-    server_first, final = scramp_exchange(server, "alice", "pw")
-    combined = server_first.split(",")[0][2:]
-    for nonce in (combined + "x", "x" + combined, combined[:-1]):
+    def refusal(change: Callable[[str], str]) -> str:
+        """The failure of an exchange whose final nonce is `change`d from the combined one."""
         server = server_for({"alice": new_credential(SHA256, "pw", SALT)})
-        scramp_exchange(server, "alice", "pw")
-        with pytest.raises(AuthenticationFailed, match="nonce"):
-            server.evaluate(replace_attribute(final, "r", nonce).encode())
+        server_first, final = scramp_exchange(server, "alice", "pw")
+        combined = server_first.split(",")[0][2:]
+        with pytest.raises(AuthenticationFailed) as failed:
+            server.evaluate(replace_attribute(final, "r", change(combined)).encode())
+        return failed.value.reason
+
+    assert refusal(lambda nonce: nonce + "x") == "client-final: nonce mismatch"
+    assert refusal(lambda nonce: nonce[:-1]) == "client-final: nonce mismatch"
+    # Ending with the combined nonce passes that check (Kafka's rule), and fails at the proof,
+    # which was made over the message with the nonce the client had.
+    assert "proof" in refusal(lambda nonce: "x" + nonce)
+
+
+def test_an_old_librdkafka_final_nonce_is_accepted() -> None:
+    """librdkafka before 2.6.1 (Debian 12's kcat) sends r=<its nonce><combined nonce>; Kafka
+    checks only that the nonce ends with the combined one, and so does rlog."""
+    server = server_for({"alice": new_credential(SHA256, "pw", SALT)})
+    client_first_bare = "n=alice,r=clientnonce"
+    server_first = server.evaluate(f"n,,{client_first_bare}".encode()).decode()
+    combined, salt, iterations = (part[2:] for part in server_first.split(","))
+    without_proof = f"c=biws,r=clientnonce{combined}"
+    salted = hashlib.pbkdf2_hmac("sha256", b"pw", base64.b64decode(salt), int(iterations))
+    client_key = hmac.new(salted, b"Client Key", "sha256").digest()
+    auth_message = f"{client_first_bare},{server_first},{without_proof}".encode()
+    signature = hmac.new(hashlib.sha256(client_key).digest(), auth_message, "sha256").digest()
+    proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature, strict=True)))
+    server.evaluate(f"{without_proof},p={proof.decode()}".encode())
+    assert server.complete
 
 
 def test_channel_binding_must_be_the_gs2_header() -> None:

@@ -1,15 +1,18 @@
-"""Produce and consume throughput over TLS beside PLAINTEXT, on the same cluster in one run.
+"""Produce and consume throughput over TLS and SASL_SSL beside PLAINTEXT, on one cluster in one run.
 
     python benchmarks/bench_tls.py                       # 3 brokers, 500,000 x 100 B, 3 rounds
     python benchmarks/bench_tls.py --records 1000000 --rounds 5 --rf 1
 
-One rlog cluster whose brokers have two listeners: PLAINTEXT, and SSL with client certificates
-required (`ssl.client.auth = "required"`, a local CA from rlog.cli.certificates). The followers
-replicate over PLAINTEXT in both cases, so only the clients' bytes cross TLS. Each round, for
-each listener: one confluent-kafka producer writes the records (acks=all, linger.ms=5, large
+One rlog cluster whose brokers have three listeners: PLAINTEXT; SSL with client certificates
+required (`ssl.client.auth = "required"`, a local CA from rlog.cli.certificates); and SASL_SSL
+with SCRAM-SHA-512 (a user made with AlterUserScramCredentials; rlog asks SASL_SSL clients for
+a certificate too, so this client also presents one). No authorizer. The followers replicate
+over PLAINTEXT in every case, so only the clients' bytes cross TLS. Each round, for each
+listener: one confluent-kafka producer writes the records (acks=all, linger.ms=5, large
 batches) into a fresh 6-partition topic, then one consumer reads them all from the beginning.
-Figures are records/s (medians over rounds) and the SSL/PLAINTEXT ratios. Over TLS a fetch
-answer's log bytes are read and encrypted by the broker instead of sent with sendfile.
+Figures are records/s (medians over rounds) and each listener's ratio to PLAINTEXT. Over TLS a
+fetch answer's log bytes are read and encrypted by the broker instead of sent with sendfile;
+SASL adds one authentication per connection and nothing per request.
 """
 
 from __future__ import annotations
@@ -25,13 +28,21 @@ import time
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    NewTopic,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 
 from rlog.cli.certificates import demo_files
 from rlog.daemon.wire import BlockingKafkaClient, WireError
 
 HOST = "127.0.0.1"
 SSL_OFFSET = 100
+SASL_SSL_OFFSET = 200
+USER, PASSWORD = "bench", "bench-secret"
 PARTITIONS = 6
 PRODUCER = {
     "acks": "all",
@@ -56,7 +67,8 @@ def free_base(brokers: int) -> int:
 
     for base in range(23_000, 31_000, 211):
         ports = [base + i for i in range(brokers + 1)]
-        ports += [base + SSL_OFFSET + i for i in range(brokers)]
+        ports += [base + offset + i for offset in (SSL_OFFSET, SASL_SSL_OFFSET)
+                  for i in range(brokers)]  # fmt: skip
         if all(free(port) for port in ports):
             return base
     raise RuntimeError("no free ports")
@@ -68,12 +80,13 @@ def start(root: Path, brokers: int) -> tuple[subprocess.Popen[bytes], int, dict[
     config = root / "rlog.toml"
     config.write_text(
         f"""[broker]
-listeners = "PLAINTEXT://{HOST}:{base},SSL://{HOST}:{base + SSL_OFFSET}"
+listeners = "PLAINTEXT://{HOST}:{base},SSL://{HOST}:{base + SSL_OFFSET},SASL_SSL://{HOST}:{base + SASL_SSL_OFFSET}"
 "inter.broker.listener.name" = "PLAINTEXT"
+"sasl.enabled.mechanisms" = "SCRAM-SHA-512"
 "ssl.keystore.location" = "{files.broker}"
 "ssl.truststore.location" = "{files.ca}"
 "ssl.client.auth" = "required"
-"""
+"""  # noqa: E501
     )
     process = subprocess.Popen(
         [sys.executable, "-m", "rlog.daemon.rlogd", "--brokers", str(brokers),
@@ -157,14 +170,30 @@ def main() -> None:
     process, base, tls = start(root, args.brokers)
     plaintext = ",".join(f"{HOST}:{base + i}" for i in range(args.brokers))
     encrypted = ",".join(f"{HOST}:{base + SSL_OFFSET + i}" for i in range(args.brokers))
+    sasl_ssl = ",".join(f"{HOST}:{base + SASL_SSL_OFFSET + i}" for i in range(args.brokers))
+    scram = {
+        **tls,
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": USER,
+        "sasl.password": PASSWORD,
+    }
+    listeners = (
+        ("PLAINTEXT", plaintext, {}),
+        ("SSL", encrypted, tls),
+        ("SASL_SSL", sasl_ssl, scram),
+    )
     results: dict[str, list[float]] = {}
+    admin: AdminClient | None = AdminClient({"bootstrap.servers": plaintext})
     try:
-        admin = AdminClient({"bootstrap.servers": plaintext})
+        assert admin is not None
+        user = UserScramCredentialUpsertion(
+            USER, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), PASSWORD.encode()
+        )
+        for future in admin.alter_user_scram_credentials([user]).values():
+            future.result(timeout=30)
         for round_index in range(args.rounds):
-            for name, bootstrap, config in (
-                ("PLAINTEXT", plaintext, {}),
-                ("SSL", encrypted, tls),
-            ):
+            for name, bootstrap, config in listeners:
                 topic = f"tls-bench-{name.lower()}-{round_index}"
                 for future in admin.create_topics([NewTopic(topic, PARTITIONS, args.rf)]).values():
                     future.result(timeout=30)
@@ -179,19 +208,23 @@ def main() -> None:
                     file=sys.stderr,
                 )
     finally:
+        admin = None  # destroyed before the brokers stop, or it logs reconnecting to them
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=60)
         shutil.rmtree(root, ignore_errors=True)
     medians = {key: statistics.median(values) for key, values in results.items()}
+    names = [name for name, _bootstrap, _config in listeners]
     print(
         f"rlog, {args.brokers} brokers, RF={args.rf}, acks=all, {args.records:,} x 100 B, "
-        f"median of {args.rounds}"
+        f"records/s, median of {args.rounds}"
     )
-    for key, value in medians.items():
-        print(f"  {key:20} {value:>12,.0f} rec/s")
+    ratios = [f"{name}/PLAINTEXT" for name in names[1:]]
+    print(f"  {'':8}" + "".join(f"{name:>20}" for name in names + ratios))
     for kind in ("produce", "consume"):
-        ratio = medians[f"SSL {kind}"] / medians[f"PLAINTEXT {kind}"]
-        print(f"  SSL/PLAINTEXT {kind:8} {ratio:>10.2f}")
+        row = [f"{medians[f'{name} {kind}']:>20,.0f}" for name in names]
+        plain = medians[f"PLAINTEXT {kind}"]
+        row += [f"{medians[f'{name} {kind}'] / plain:>20.2f}" for name in names[1:]]
+        print(f"  {kind:8}" + "".join(row))
 
 
 if __name__ == "__main__":

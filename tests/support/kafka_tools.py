@@ -35,6 +35,7 @@ TOOLS = {
     "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
     "kafka-verifiable-producer": "org.apache.kafka.tools.VerifiableProducer",
     "kafka-verifiable-consumer": "org.apache.kafka.tools.VerifiableConsumer",
+    "kafka-acls": "org.apache.kafka.tools.AclCommand",
 }
 
 POM = """<?xml version="1.0" encoding="UTF-8"?>
@@ -69,6 +70,17 @@ JVM_OPTIONS = [
     "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
     "-Dorg.slf4j.simpleLogger.logFile=System.err",
 ]
+
+
+def write_properties(path: Path, properties: dict[str, str]) -> Path:
+    """A client properties file (`--command-config`) with these settings; `path`. Backslashes and
+    line breaks in values are escaped as java.util.Properties reads them."""
+    lines = []
+    for key, value in properties.items():
+        escaped = value.replace("\\", "\\\\").replace("\n", "\\n")
+        lines.append(f"{key}={escaped}\n")
+    path.write_text("".join(lines))
+    return path
 
 
 class ToolsUnavailable(RuntimeError):

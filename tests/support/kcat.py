@@ -164,6 +164,13 @@ class Kcat:
             stdin=None if input is not None else subprocess.DEVNULL,
         )  # fmt: skip
 
+    def librdkafka_version(self) -> tuple[int, ...]:
+        """The version of the librdkafka kcat runs on, from `kcat -V` ("librdkafka 2.0.2")."""
+        done = self.run("-V", timeout_s=10)
+        found = re.search(r"librdkafka (\d+(?:\.\d+)*)", done.stdout + done.stderr)
+        assert found is not None, f"kcat -V names no librdkafka version:\n{done.stdout}"
+        return tuple(int(part) for part in found.group(1).split("."))
+
     def ok(self, *args: str, input: str | None = None, timeout_s: float = 60.0) -> str:
         """Run kcat, which must exit 0; its stdout."""
         done = self.run(*args, input=input, timeout_s=timeout_s)

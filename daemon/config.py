@@ -478,6 +478,11 @@ def _checked_ports(config: RlogConfig) -> RlogConfig:
         )
     except ValueError as error:
         raise ConfigError(f"[broker] {error}") from None
+    if config.broker.node_listeners.brokers:
+        try:  # again with the nodes' own tables: a [broker.N] listener may be the SSL one
+            check_tls_settings(config.broker)
+        except ValueError as error:
+            raise ConfigError(f"[broker] {error}") from None
     return config
 
 

@@ -54,7 +54,13 @@ def needs_tls(settings: BrokerSettings) -> bool:
     listeners = settings.listener_settings
     if controller_protocol(listeners) in ("SSL", "SASL_SSL"):
         return True
-    return any(each.uses_tls for each in broker_listeners(listeners, 1, "127.0.0.1", 1))
+    # Broker 1 stands for every broker without a [broker.N] table of its own.
+    broker_ids = {1, *(broker_id for broker_id, _table in listeners.nodes.brokers)}
+    return any(
+        each.uses_tls
+        for broker_id in broker_ids
+        for each in broker_listeners(listeners, broker_id, "127.0.0.1", 1)
+    )
 
 
 def check_tls_settings(settings: BrokerSettings) -> None:

@@ -120,7 +120,7 @@ def test_registrations_carry_their_listeners_and_old_ones_mean_plaintext() -> No
 def test_authorization_needs_a_listener_that_is_not_the_trusted_one() -> None:
     """The PLAINTEXT inter-broker listener is trusted as rlog's own: with it alone, an
     authorizer would check nothing, so the config is refused rather than silently open."""
-    with pytest.raises(ConfigError, match="authorizer.class.name is set, but the only listener"):
+    with pytest.raises(ConfigError, match=r"authorizer\.class\.name is set, but the only listener"):
         broker_settings({"authorizer.class.name": "standard"})
     clients = broker_settings(
         {

@@ -230,3 +230,18 @@ def test_the_shipped_three_hosts_example_is_a_valid_config() -> None:
     advertised = [broker_listeners(settings, i, "127.0.0.1", 9092)[0].host for i in (1, 2, 3)]
     assert advertised == ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
     assert controller_listener(settings, "127.0.0.1", 9095).host == "10.0.0.1"
+
+
+def test_an_ssl_listener_in_a_node_table_needs_the_keystore_too() -> None:
+    """Broker 1's listeners are plaintext; broker 2's own table makes its listener SSL."""
+    text = """[cluster]
+brokers = 2
+[broker]
+"listener.security.protocol.map" = "PLAINTEXT:PLAINTEXT,SSL:SSL,CONTROLLER:PLAINTEXT"
+[broker.1]
+listeners = "PLAINTEXT://127.0.0.1:9092"
+[broker.2]
+listeners = "SSL://127.0.0.1:9095"
+"""
+    with pytest.raises(ConfigError, match=re.escape("an SSL listener needs ssl.keystore")):
+        parse_config(text)

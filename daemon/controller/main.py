@@ -34,6 +34,7 @@ from rlog.core.protocol.apis import CONTROLLER_SUPPORTED
 from rlog.core.records import CorruptRecordError
 from rlog.core.storage.files import RealFileSystem
 from rlog.core.storage.log import Log
+from rlog.daemon.broker.authorization import Authorization, keystore_principal
 from rlog.daemon.broker.server import BrokerServer
 from rlog.daemon.config import BrokerSettings, ConfigError, load_config
 from rlog.daemon.controller.handlers import Handlers
@@ -126,6 +127,25 @@ async def _tick_forever(service: ControllerService) -> None:
         service.tick()
 
 
+def controller_authorization(
+    settings: BrokerSettings, controller: Controller, journal: EventJournal | None, protocol: str
+) -> Authorization | None:
+    """With authorization on and an SSL controller listener, only the brokers' own certificate
+    (and super users) may use the controller: every other principal is checked as on a broker,
+    and refused what it has no ACL for (the controller's own APIs have none). A PLAINTEXT
+    controller listener is trusted, as the PLAINTEXT inter-broker one is: it is rlog's own."""
+    if not settings.authorization_enabled:
+        return None
+    if protocol != "SSL":
+        log.warning(
+            "authorization on, but the controller's listener is PLAINTEXT: every connection to "
+            "it is trusted as rlog's own (bind it to 127.0.0.1 or make it SSL)"
+        )
+        return None
+    own_principal = keystore_principal(settings.ssl_keystore_location)
+    return Authorization(settings, lambda: controller.image, journal, own_principal=own_principal)
+
+
 async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
     data_dir: Path = args.data_dir
     try:
@@ -145,12 +165,19 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
         return ExitCode.CONFIG
     journal = EventJournal(args.events, "controller") if args.events is not None else None
     service = ControllerService(controller, metadata_log, journal)
+    try:
+        authorization = controller_authorization(settings, controller, journal, protocol)
+    except (OSError, ValueError) as error:  # the keystore's certificate cannot be read
+        print(f"controller: {error}", file=sys.stderr)
+        metadata_log.close()
+        return ExitCode.CONFIG
     server = BrokerServer(
         Handlers(args.cluster_id, service),
         settings.socket_request_max_bytes,
         supported=CONTROLLER_SUPPORTED,
         listener_name=controller_listener_names(listener)[0],
         tls=tls,
+        authorization=authorization,
     )
     try:
         server.listen(args.host, args.port)

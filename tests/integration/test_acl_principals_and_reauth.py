@@ -17,8 +17,10 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import ssl
 import struct
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,9 +29,13 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaProducer
 from confluent_kafka import KafkaError, Producer
+from confluent_kafka.admin import AdminClient
 from kafka import KafkaProducer
 
 from rlog.cli.certificates import DemoFiles, demo_files
+from rlog.core.protocol.apis import ApiKey
+from rlog.core.protocol.errors import ErrorCode
+from rlog.daemon.wire import BlockingKafkaClient
 from support.cli_runner import ok, rlog
 from support.cluster import HOST, free_base_port, port_is_free, spawn_rlogd, stop_rlogd
 
@@ -91,7 +97,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureCluster]
         f"""[broker]
 listeners = "INTERNAL://{HOST}:{base},SASL://{HOST}:{base + SASL_OFFSET}"
 "advertised.listeners" = "INTERNAL://localhost:{base},SASL://{HOST}:{base + SASL_OFFSET}"
-"listener.security.protocol.map" = "INTERNAL:SSL,SASL:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT"
+"listener.security.protocol.map" = "INTERNAL:SSL,SASL:SASL_PLAINTEXT,CONTROLLER:SSL"
 "inter.broker.listener.name" = "INTERNAL"
 "ssl.keystore.location" = "{files.broker}"
 "ssl.truststore.location" = "{files.ca}"
@@ -113,6 +119,32 @@ listeners = "INTERNAL://{HOST}:{base},SASL://{HOST}:{base + SASL_OFFSET}"
         yield cluster
     finally:
         stop_rlogd(process)
+
+
+def test_the_controller_checks_acls_over_ssl_and_serves_rlogs_own_certificate(
+    cluster: SecureCluster,
+) -> None:
+    """Over its SSL listener the controller takes the brokers' registrations and the CLI's admin
+    requests (the brokers' certificate, a super user: the cluster runs at all), and checks every
+    other certificate the truststore accepts against the ACLs: denied CLUSTER_ACTION, a client
+    cannot register as a broker."""
+    cluster.rlog("acl", "add", "--deny-principal", CLIENT_PRINCIPAL, "-o", "cluster-action",
+                 "--cluster")  # fmt: skip
+    controller = json.loads((cluster.data_dir / "rlogd.json").read_text())["controller"]
+    context = ssl.create_default_context(cafile=str(cluster.files.ca))
+    context.load_cert_chain(cluster.files.client)
+    context.check_hostname = False
+    registration = {
+        "broker_id": 7, "cluster_id": "x", "incarnation_id": uuid.uuid4(),
+        "listeners": [{"name": "INTERNAL", "host": HOST, "port": 1, "security_protocol": 1}],
+        "features": [], "rack": None, "is_migrating_zk_broker": False, "log_dirs": [],
+        "previous_broker_epoch": -1,
+    }  # fmt: skip
+    with BlockingKafkaClient(HOST, controller["port"], timeout_s=TIMEOUT_S, tls=context) as wire:
+        answer = wire.request(ApiKey.BROKER_REGISTRATION, 3, registration)
+    assert answer["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    metadata = AdminClient(cluster.ssl_client()).list_topics(timeout=TIMEOUT_S)
+    assert sorted(metadata.brokers) == list(range(1, BROKERS + 1))
 
 
 def produce(config: dict[str, Any], topic: str, count: int = 1) -> list[KafkaError | None]:

@@ -66,7 +66,6 @@ from support.cluster import (
     HOST,
     all_registered,
     free_base_port,
-    port_is_free,
     spawn_rlogd,
     stop_rlogd,
 )
@@ -132,18 +131,10 @@ class AclCluster:
             consumer.close()
 
 
-def _free_base() -> int:
-    for _ in range(50):
-        base = free_base_port(1)
-        if port_is_free(base + SASL_OFFSET):
-            return base
-    raise RuntimeError("no free ports")
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclCluster]:
     root = tmp_path_factory.mktemp("acl-enforcement")
-    base = _free_base()
+    base = free_base_port(1, (SASL_OFFSET,))
     config = root / "rlog.toml"
     config.write_text(
         f"""[broker]

@@ -37,7 +37,7 @@ from rlog.core.protocol.apis import ApiKey
 from rlog.core.protocol.errors import ErrorCode
 from rlog.daemon.wire import BlockingKafkaClient
 from support.cli_runner import ok, rlog
-from support.cluster import HOST, free_base_port, port_is_free, spawn_rlogd, stop_rlogd
+from support.cluster import HOST, free_base_port, spawn_rlogd, stop_rlogd
 
 pytestmark = pytest.mark.integration
 
@@ -79,19 +79,11 @@ class SecureCluster:
         return (self.data_dir / "logs" / f"broker-{broker_id}.log").read_text()
 
 
-def _free_base() -> int:
-    for _ in range(50):
-        base = free_base_port(BROKERS)
-        if all(port_is_free(base + SASL_OFFSET + i) for i in range(BROKERS)):
-            return base
-    raise RuntimeError("no free ports")
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureCluster]:
     root = tmp_path_factory.mktemp("acl-principals")
     files = demo_files(root / "tls")
-    base = _free_base()
+    base = free_base_port(BROKERS, (SASL_OFFSET,))
     config = root / "rlog.toml"
     config.write_text(
         f"""[broker]

@@ -28,7 +28,6 @@ from support.cluster import (
     HOST,
     all_registered,
     free_base_port,
-    port_is_free,
     spawn_rlogd,
     stop_rlogd,
 )
@@ -71,14 +70,6 @@ class SaslCluster:
         return config
 
 
-def _free_base() -> int:
-    for _ in range(50):
-        base = free_base_port(1)
-        if all(port_is_free(base + offset) for offset in (SASL_OFFSET, SASL_SSL_OFFSET)):
-            return base
-    raise RuntimeError("no free ports")
-
-
 METADATA_OF_NOTHING = {
     "topics": [],
     "allow_auto_topic_creation": False,
@@ -91,7 +82,7 @@ METADATA_OF_NOTHING = {
 def sasl_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslCluster]:
     root = tmp_path_factory.mktemp("sasl")
     files = demo_files(root / "tls")
-    base = _free_base()
+    base = free_base_port(1, (SASL_OFFSET, SASL_SSL_OFFSET))
     config = root / "rlog.toml"
     listeners = (
         f"INTERNAL://{HOST}:{base},SASL://{HOST}:{base + SASL_OFFSET},"

@@ -39,7 +39,6 @@ from support.cluster import (
     HOST,
     all_registered,
     free_base_port,
-    port_is_free,
     spawn_rlogd,
     stop_rlogd,
 )
@@ -78,14 +77,6 @@ class TwoListeners:
         }
 
 
-def _free_ports_for_two_listeners() -> int:
-    for _ in range(50):
-        base = free_base_port(BROKERS)
-        if all(port_is_free(base + SSL_OFFSET + i) for i in range(BROKERS)):
-            return base
-    raise RuntimeError("no free ports for two listeners")
-
-
 def _wait(check, timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -122,7 +113,7 @@ def _tls_context(files: DemoFiles, keystore: Path | None = None) -> ssl.SSLConte
 def two_listeners(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoListeners]:
     root = tmp_path_factory.mktemp("tls-two-listeners")
     files = demo_files(root / "tls")
-    base = _free_ports_for_two_listeners()
+    base = free_base_port(BROKERS, (SSL_OFFSET,))
     config = root / "rlog.toml"
     config.write_text(
         f"""[broker]

@@ -51,7 +51,6 @@ from support.cluster import (
     HOST,
     all_registered,
     free_base_port,
-    port_is_free,
     spawn_rlogd,
     stop_rlogd,
 )
@@ -179,19 +178,11 @@ class SecureCluster:
         return options
 
 
-def _free_base() -> int:
-    for _ in range(50):
-        base = free_base_port(BROKERS)
-        if all(port_is_free(base + o + i) for o in OFFSETS.values() for i in range(BROKERS)):
-            return base
-    raise RuntimeError("no free ports for four listeners")
-
-
 @pytest.fixture(scope="module")
 def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureCluster]:
     root = tmp_path_factory.mktemp("security-interop")
     files = demo_files(root / "tls")
-    base = _free_base()
+    base = free_base_port(BROKERS, tuple(OFFSETS.values()))
     listeners = ",".join(
         [f"INTERNAL://{HOST}:{base}"]
         + [f"{name}://{HOST}:{base + offset}" for name, offset in OFFSETS.items()]

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,14 +33,17 @@ def port_is_free(port: int) -> bool:
     return True
 
 
-def free_base_port(count: int) -> int:
+def free_base_port(count: int, listener_offsets: Iterable[int] = ()) -> int:
     """A base port P with P..P+count free: `count` brokers and the controller after them (rlogd's
     default controller port), picked at random so parallel runs rarely collide. Below Linux's
     ephemeral range (32768+): a broker down for a while could otherwise find its port taken by
-    some client's outgoing connection when it restarts."""
+    some client's outgoing connection when it restarts. Each of `listener_offsets` is a further
+    listener of every broker: P+offset..P+offset+count-1 are free too."""
     for _ in range(200):
         base = random.randint(20_000, 32_000)
-        if all(port_is_free(base + i) for i in range(count + 1)):
+        ports = [base + i for i in range(count + 1)]
+        ports += [base + offset + i for offset in listener_offsets for i in range(count)]
+        if all(port_is_free(port) for port in ports):
             return base
     raise RuntimeError("no free port range found")
 

@@ -85,7 +85,7 @@ from rlog.core.replication import (
     Truncated,
     TxnMarker,
 )
-from rlog.core.storage.files import FileSlice, FileSystem
+from rlog.core.storage.files import Buffer, FileSlice, FileSystem
 
 
 @dataclass
@@ -523,7 +523,7 @@ class BrokerCore:
                         self._append(job, position, key, records, acks, timeout_ms, now_ms)
         self._finish_if_done(job)
 
-    def _opens_transaction(self, key: TopicPartition, records: bytes | None) -> BatchHeader | None:
+    def _opens_transaction(self, key: TopicPartition, records: Buffer | None) -> BatchHeader | None:
         """The header of a transactional batch that would open its producer's transaction on
         this partition (KIP-890: verify it with the coordinator first), else None."""
         replica = self.hosted.get(key)
@@ -544,7 +544,7 @@ class BrokerCore:
         job: ProduceJob,
         position: int,
         key: TopicPartition,
-        records: bytes | None,
+        records: Buffer | None,
         acks: int,
         timeout_ms: int,
         header: BatchHeader,
@@ -578,7 +578,7 @@ class BrokerCore:
         job: ProduceJob,
         position: int,
         key: TopicPartition,
-        records: bytes | None,
+        records: Buffer | None,
         acks: int,
         timeout_ms: int,
         now_ms: int,

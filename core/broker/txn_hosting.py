@@ -115,8 +115,7 @@ class TxnHosting:
         for partition in sorted(topic.partitions):
             found = replica(partition)
             leads = found is not None and found.is_leader
-            if leads and self._led.get(partition) != found.leader_epoch:
-                assert found is not None
+            if leads and found is not None and self._led.get(partition) != found.leader_epoch:
                 self._run(coordinator.start_loading(partition))
                 summary, effects = coordinator.finish_loading(
                     partition, found.leader_epoch, _read_records(found.log), now_ms

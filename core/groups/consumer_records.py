@@ -193,7 +193,9 @@ def member_tombstones(group: str, member_id: str) -> list[Record]:
 
 def group_tombstones(group: str, member_ids: list[str]) -> list[Record]:
     """The group is deleted (or becomes a classic group): every record it has, epoch last."""
-    records = [(_key(CURRENT_ASSIGNMENT_KEY, group, m), None) for m in member_ids]
+    records: list[tuple[bytes, bytes | None]] = [
+        (_key(CURRENT_ASSIGNMENT_KEY, group, m), None) for m in member_ids
+    ]
     records += [(_key(TARGET_MEMBER_KEY, group, m), None) for m in member_ids]
     records.append((_key(TARGET_EPOCH_KEY, group), None))
     records += [(_key(MEMBER_METADATA_KEY, group, m), None) for m in member_ids]

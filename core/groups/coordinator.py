@@ -786,7 +786,7 @@ class GroupCoordinator:
         if error != ErrorCode.NONE or group is None:
             return [Respond(caller.token, leave_answer(error, []))]
         effects: list[Effect] = []
-        results = []
+        results: list[Body] = []
         for identity in identities:
             member_error, more = self._leave_one(group, identity, now)
             effects += more
@@ -798,7 +798,7 @@ class GroupCoordinator:
                 }
             )
         # v0-2 carry the one member's error at the top; v3+ per member, top-level NONE.
-        top = results[0]["error_code"] if caller.version < 3 else ErrorCode.NONE
+        top: ErrorCode = results[0]["error_code"] if caller.version < 3 else ErrorCode.NONE
         effects.append(Respond(caller.token, leave_answer(top, results)))
         return effects
 

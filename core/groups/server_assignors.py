@@ -141,10 +141,10 @@ def _uniform_homogeneous(
     for index, member_id in enumerate(by_holding):
         quota = minimum + (1 if index < extra else 0)
         while len(held[member_id]) < quota:
-            topic_partition = next(free, None)
-            if topic_partition is None:
+            free_partition = next(free, None)
+            if free_partition is None:
                 raise AssignorError("fewer partitions than the quotas add up to")
-            held[member_id].append(topic_partition)
+            held[member_id].append(free_partition)
     return {member_id: _as_assignment(pairs) for member_id, pairs in held.items()}
 
 

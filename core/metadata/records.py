@@ -13,9 +13,9 @@ import base64
 import binascii
 import json
 import types
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import MISSING, dataclass, fields, is_dataclass
-from typing import Any, ClassVar, Union, get_args, get_origin, get_type_hints
+from typing import Any, ClassVar, Union, cast, get_args, get_origin, get_type_hints
 
 from rlog.core.records import build_batch, decode_batch, iter_batches
 from rlog.core.security.scram import ScramCredential, ScramMechanism
@@ -337,7 +337,8 @@ def _from_json(value: Any, hint: Any, where: str) -> Any:
         names = [f.name for f in fields(hint)]
         if set(value) != set(names):
             raise MetadataDecodeError(f"{where}: fields {sorted(value)}, expected {sorted(names)}")
-        return hint(
+        make = cast(Callable[..., Any], hint)  # a dataclass type: a record's value class
+        return make(
             **{name: _from_json(value[name], hints[name], f"{where}.{name}") for name in names}
         )
     raise AssertionError(f"{where}: no JSON rule for {hint}")

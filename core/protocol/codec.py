@@ -329,16 +329,16 @@ class _Generator:
         length = self.fresh("n")
         stop = self.fresh("e")
         prefix = "I16" if type_name == "string" else "I32"
-        code = self.decode_length(self.flexible(field), prefix, length)
+        lines = self.decode_length(self.flexible(field), prefix, length)
         if type_name == "string":
             make = f"str(buf[pos:{stop}], 'utf-8')"
         elif type_name == "bytes":
             make = f"bytes(buf[pos:{stop}])"
         else:
             make = f"buf[pos:{stop}]"  # records: a view into the frame, no copy
-        code.append(f"if {length} < 0:")
-        code.append(f"    {var} = None" if nullable else f"    raise null({field.name!r})")
-        code += [
+        lines.append(f"if {length} < 0:")
+        lines.append(f"    {var} = None" if nullable else f"    raise null({field.name!r})")
+        lines += [
             "else:",
             f"    {stop} = pos + {length}",
             f"    if {stop} > end:",
@@ -346,7 +346,7 @@ class _Generator:
             f"    {var} = {make}",
             f"    pos = {stop}",
         ]
-        return code
+        return lines
 
     def decode_array(self, field: Field, var: str) -> list[str]:
         count = self.fresh("n")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
 from rlog.core.limits import (
     LOG_INDEX_INTERVAL_BYTES_DEFAULT,
@@ -93,7 +94,7 @@ class LogConfig:
         cls, properties: Mapping[str, str], base: LogConfig | None = None
     ) -> LogConfig:
         """`base` (or the defaults) with these topic configs applied; ValueError on bad input."""
-        changes: dict[str, int | float | str] = {}
+        changes: dict[str, Any] = {}
         for name, text in properties.items():
             if name not in _PROPERTIES:
                 raise ValueError(f"unknown log config '{name}'")

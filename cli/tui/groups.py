@@ -38,7 +38,13 @@ class GroupsUnsupported(Exception):
 
 class GroupsSource:
     """One AdminClient, kept across refreshes (librdkafka reconnects by itself), rebuilt when
-    the bootstrap list changes."""
+    the bootstrap list changes and after a refresh that failed.
+
+    A failed refresh replaces the client because librdkafka's admin client can stay stuck for
+    minutes after a coordinator's broker dies (the TUI's own kill key): asked at once, a broker
+    whose metadata has not caught up names the dead broker as coordinator; the client caches
+    that, and once its metadata no longer lists that broker it never connects to it again, so
+    every describe times out locally until the cache expires. A new client asks afresh."""
 
     def __init__(self, settings: Settings, timeout_s: float) -> None:
         self.settings = settings
@@ -61,6 +67,9 @@ class GroupsSource:
             groups = self._fetch(self._admin(bootstrap))
         except GroupsUnsupported:
             return (), f"{NO_GROUPS} (the brokers do not serve the group APIs)"
+        except (KafkaException, TimeoutError):
+            self._client = None  # the next refresh starts over (see the class docstring)
+            raise
         return groups, None if groups else NO_GROUPS
 
     def _fetch(self, admin: AdminClient) -> tuple[GroupInfo, ...]:

@@ -168,20 +168,29 @@ def move_the_coordinator(cluster: Cluster, group: str) -> None:
         timeout_s=60,
     )
     cluster.chaos("kill", f"broker-{before}")
-    admin = AdminClient({"bootstrap.servers": every_broker(cluster)})
+    last: list[str] = []  # what the last look saw, for the message if none succeeds
 
     def moved() -> bool:
+        # A new client for each look, as each run of a tool is. One client for all of them can
+        # stay stuck for minutes: asked right after the kill, a broker whose metadata has not
+        # caught up names the killed broker as coordinator; librdkafka caches that, and once
+        # its metadata no longer lists the killed broker it never connects to it again, so it
+        # never hears NOT_COORDINATOR and never asks again (seen with librdkafka 2.16).
+        admin = AdminClient({"bootstrap.servers": every_broker(cluster)})
         try:
             described = admin.describe_consumer_groups([group], request_timeout=5)[group]
-            return int(described.result(10).coordinator.id) != before
-        except (KafkaException, TimeoutError):
-            return False  # not found or not loaded yet, or asked of the broker just killed
+            found = described.result(10)
+        except (KafkaException, TimeoutError) as error:
+            last[:] = [f"{type(error).__name__}: {error}"]
+            return False  # not loaded yet, or asked of the broker just killed
+        last[:] = [f"coordinator {found.coordinator}, state {found.state}"]
+        return int(found.coordinator.id) != before
 
     try:
         wait_until(f"a coordinator for {group} other than broker {before}", moved, timeout_s=60)
     except AssertionError as error:
         state = partition_state(cluster, "__consumer_offsets", partition)
-        raise AssertionError(f"{error}\n{group}'s offsets partition: {state}\n"
+        raise AssertionError(f"{error}\nlast look: {last}\n{group}'s offsets partition: {state}\n"
                              f"{cluster.log_tail()}") from None  # fmt: skip
     cluster.wait_until_running()  # the killed broker is back, for what follows
     cluster.wait_until_registered()

@@ -340,6 +340,32 @@ def test_other_group_failures_are_errors() -> None:
         source_with(FakeAdmin(listed, {}, {})).fetch("b:1")
 
 
+def test_a_refresh_that_timed_out_gives_the_next_one_a_new_client(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """librdkafka's admin client can stay stuck on a dead coordinator for minutes: the source
+    must not keep asking the same client."""
+    stuck = FakeAdmin(done(error=KafkaException(KafkaError(KafkaError._TIMED_OUT))), {}, {})
+    source = source_with(stuck)
+    with pytest.raises(KafkaException):
+        source.fetch("b:1")
+    description = ConsumerGroupDescription("billing", False, [], "", ConsumerGroupState.EMPTY, None)
+    fresh = FakeAdmin(
+        done(ListConsumerGroupsResult([ConsumerGroupListing("billing", False)], [])),
+        {"billing": description},
+        {"billing": ConsumerGroupTopicPartitions("billing", [])},
+    )
+    made: list[dict[str, Any]] = []
+    monkeypatch.setattr(
+        "rlog.cli.tui.groups.AdminClient", lambda config: made.append(config) or fresh
+    )
+    groups, _note = source.fetch("b:1")
+    assert [group.group_id for group in groups] == ["billing"]
+    assert len(made) == 1 and made[0]["bootstrap.servers"] == "b:1"
+    source.fetch("b:1")
+    assert len(made) == 1  # a refresh that worked keeps its client
+
+
 # -- transactions -----------------------------------------------------------------------------
 
 NOW_MS = 1_700_000_100_000

@@ -114,16 +114,16 @@ class TxnHosting:
         coordinator = self.coordinator
         for partition in sorted(topic.partitions):
             found = replica(partition)
-            leads = found is not None and found.is_leader
-            if leads and found is not None and self._led.get(partition) != found.leader_epoch:
+            leader = found if found is not None and found.is_leader else None
+            if leader is not None and self._led.get(partition) != leader.leader_epoch:
                 self._run(coordinator.start_loading(partition))
                 summary, effects = coordinator.finish_loading(
-                    partition, found.leader_epoch, _read_records(found.log), now_ms
+                    partition, leader.leader_epoch, _read_records(leader.log), now_ms
                 )
-                self._led[partition] = found.leader_epoch
-                self.loaded.append(TxnLoaded(partition, found.leader_epoch, summary))
+                self._led[partition] = leader.leader_epoch
+                self.loaded.append(TxnLoaded(partition, leader.leader_epoch, summary))
                 self._run(effects)
-            elif not leads and partition in self._led:
+            elif leader is None and partition in self._led:
                 del self._led[partition]
                 self._run(coordinator.unload(partition))
                 self.loaded.append(partition)

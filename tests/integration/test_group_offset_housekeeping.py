@@ -168,22 +168,21 @@ def move_the_coordinator(cluster: Cluster, group: str) -> None:
         timeout_s=60,
     )
     cluster.chaos("kill", f"broker-{before}")
-    last: list[str] = []  # what the last look saw, for the message if none succeeds
+    last = "none yet"  # what the last look saw, for the message if none succeeds
 
     def moved() -> bool:
-        # A new client for each look, as each run of a tool is. One client for all of them can
-        # stay stuck for minutes: asked right after the kill, a broker whose metadata has not
-        # caught up names the killed broker as coordinator; librdkafka caches that, and once
-        # its metadata no longer lists the killed broker it never connects to it again, so it
-        # never hears NOT_COORDINATOR and never asks again (seen with librdkafka 2.16).
+        nonlocal last
+        # A new client for each look, as each run of a tool is: one client for all of them can
+        # stay stuck on the killed coordinator for minutes (cli/tui/groups.py's GroupsSource
+        # says how).
         admin = AdminClient({"bootstrap.servers": every_broker(cluster)})
         try:
             described = admin.describe_consumer_groups([group], request_timeout=5)[group]
             found = described.result(10)
         except (KafkaException, TimeoutError) as error:
-            last[:] = [f"{type(error).__name__}: {error}"]
+            last = f"{type(error).__name__}: {error}"
             return False  # not loaded yet, or asked of the broker just killed
-        last[:] = [f"coordinator {found.coordinator}, state {found.state}"]
+        last = f"coordinator {found.coordinator}, state {found.state}"
         return int(found.coordinator.id) != before
 
     try:

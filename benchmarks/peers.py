@@ -27,6 +27,10 @@ publish acknowledged by its quorum):
 (d) end to end at a steady 1,000 records/s: from a record's scheduled send time until a consumer
     (reading from the end, another process) has it, p50/p99;
 
+With ``--client franz-go``, (c) on the Kafka-protocol systems comes from a Go program
+(peers/loadgen.py) that costs the machine less than half of what the Python producers do, so
+that more of the latency is the broker's.
+
 and the brokers' CPU seconds (user + system, psutil over every server process and its children)
 per 100,000 records in (a), (b) and (c). The table gives each figure and rlog/peer ratios:
 above 1 means rlog's figure is larger (better for throughput, worse for latency and CPU). A peer
@@ -47,7 +51,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from peers import jetstream, kafka, noida, tansu
+from peers import jetstream, kafka, loadgen, noida, tansu
 from peers import rlog as rlog_peer
 from peers.common import Cluster, PeerUnavailable
 from peers.workload import Settings
@@ -115,6 +119,8 @@ def settings_of(args: argparse.Namespace) -> Settings:
         changes["records"] = args.records
     if args.producers:
         changes["producers"] = args.producers
+    if args.client:
+        changes["client"] = args.client
     if changes:
         settings = Settings(**{**settings.__dict__, **changes})
     return settings
@@ -207,6 +213,12 @@ def main() -> None:
     )
     parser.add_argument("--records", type=int, help="records for (a), over all producers")
     parser.add_argument("--producers", type=int, help="producer processes for (a) and (c)")
+    parser.add_argument(
+        "--client",
+        choices=(loadgen.CLIENT, "confluent"),
+        help="of (c) on the Kafka-protocol systems (default confluent; JetStream always uses "
+        "nats-py)",
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead")
     args = parser.parse_args()
     chosen = [s.strip() for s in args.systems.split(",") if s.strip()]
@@ -222,7 +234,8 @@ def main() -> None:
         f"settings: {settings.records:,} records batched by {settings.producers} producers; "
         f"{settings.one_at_a_time:,} one at a time; {settings.steady_rate:,} rec/s for "
         f"{settings.steady_seconds:g} s on {settings.partitions} partitions; end to end "
-        f"{settings.e2e_rate:,} rec/s for {settings.e2e_seconds:g} s; 100-byte records"
+        f"{settings.e2e_rate:,} rec/s for {settings.e2e_seconds:g} s; 100-byte records; "
+        f"(c) with the {settings.client} client"
     )
     began = time.monotonic()
     reports = {name: run_system(name, settings, log) for name in chosen}

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from . import loadgen
 from .common import Cluster
 
 RECORD_SIZE = 100
@@ -51,6 +52,9 @@ class Settings:
     e2e_rate: int  # (d) records/s
     e2e_seconds: float
     partitions: int = 6
+    # The client of (c), the steady small-request run: "confluent" (producer processes) or
+    # "franz-go" (peers/loadgen.py: a Go program that costs the machine less).
+    client: str = "confluent"
 
 
 def latency_of(value: bytes | None, now: float) -> float | None:
@@ -357,6 +361,8 @@ def measure_phase(
     if name == "one_at_a_time":
         return _one_at_a_time(cluster, topics["one"], s.one_at_a_time)
     if name == "steady":
+        if s.client == loadgen.CLIENT:
+            return _loadgen_steady(cluster, topics["steady"], s.steady_rate, s.steady_seconds, s)
         return _steady(cluster, topics["steady"], s.steady_rate, s.steady_seconds, s)
     if name == "e2e":
         rate, seconds = s.e2e_rate, s.e2e_seconds
@@ -372,7 +378,7 @@ def measure_phase(
             share = max(1, s.records // 5 // s.producers)
             args = [(boot, topics["batch"], share, s.partitions) for _ in range(s.producers)]
             run_workers(_batched_worker, args, cluster, timeout_s=600)
-        _steady(cluster, topics["steady"], s.steady_rate, 1.0, s)
+        measure_phase("steady", cluster, topics, Settings(**{**s.__dict__, "steady_seconds": 1.0}))
         return {}
     raise ValueError(f"no phase {name!r}")
 
@@ -417,6 +423,23 @@ def _steady(cluster: Cluster, topic: str, rate: int, seconds: float, s: Settings
         "achieved_rate": total / wall,
         "cpu_per_100k_s": cpu_per_100k(cpu, total),
     }
+
+
+def _loadgen_steady(
+    cluster: Cluster, topic: str, rate: int, seconds: float, s: Settings
+) -> dict[str, Any]:
+    """(c) from the Go load generator. The brokers' CPU is taken over the program's whole run,
+    its warm-up of one record per partition included."""
+    cpu0 = cluster.cpu_seconds()
+    result = loadgen.steady(cluster.bootstrap, topic, rate, seconds, s.partitions)
+    cpu = cluster.cpu_seconds() - cpu0
+    return {
+        **percentiles(result["latencies"]),
+        "records": result["count"],
+        "errors": result["errors"],
+        "achieved_rate": result["count"] / result["wall_s"],
+        "cpu_per_100k_s": cpu_per_100k(cpu, result["count"]),
+    } | ({"error_example": result["first_error"]} if result.get("first_error") else {})
 
 
 def _consumer_and_producer(barrier: Any, queue: Any, kind: str, args: tuple[Any, ...]) -> None:

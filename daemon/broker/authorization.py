@@ -29,7 +29,8 @@ from rlog.core.metadata.image import MetadataImage
 from rlog.core.protocol.apis import ApiKey
 from rlog.core.protocol.connection import Request
 from rlog.core.protocol.errors import ErrorCode
-from rlog.core.security.acl import parse_super_users
+from rlog.core.security.acl import Authorizer, ResourceType, parse_super_users
+from rlog.core.security.authorized_operations import OperationsOf
 from rlog.core.security.denials import DenialThrottle
 from rlog.core.security.enforcement import BrokerView, Denial, Requester, Ruling, rule
 from rlog.core.security.principal import ssl_principal
@@ -71,13 +72,26 @@ class Authorization:
         """Whether requests of `principal` skip the checks: a super user may do anything."""
         return principal in self.super_users
 
-    def rule(self, request: Request, principal: str, host: str) -> Ruling:
-        image = self._image()
-        authorizer = image.authorizer
+    def _authorizer(self, image: MetadataImage) -> Authorizer:
         # The settings live here, the ACLs in the image: the image's authorizer decides with
         # them (it is one object, updated in place as ACL records arrive).
+        authorizer = image.authorizer
         authorizer.super_users = self.super_users
         authorizer.allow_if_no_acl = self.allow_if_no_acl
+        return authorizer
+
+    def operations(self, principal: str, host: str) -> OperationsOf:
+        """What the principal's ACLs allow on a resource, as the bits of KIP-430's answers."""
+        authorizer = self._authorizer(self._image())
+
+        def allowed(resource_type: ResourceType, name: str) -> int:
+            return authorizer.authorized_operations(principal, host, resource_type, name)
+
+        return allowed
+
+    def rule(self, request: Request, principal: str, host: str) -> Ruling:
+        image = self._image()
+        authorizer = self._authorizer(image)
         view = BrokerView(
             authorizer, image.topics, image.topic_names_by_id, self.auto_create_topics
         )

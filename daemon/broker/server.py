@@ -61,6 +61,8 @@ from rlog.core.protocol.connection import (
     Request,
     ServerConnection,
 )
+from rlog.core.security import authorized_operations
+from rlog.core.security.authorized_operations import OperationsOf
 from rlog.core.security.enforcement import Finish, Requester
 from rlog.core.security.sasl import ANONYMOUS, SASL_HANDSHAKE, SaslSession, Verdict
 from rlog.core.storage.files import FileSlice
@@ -437,6 +439,17 @@ class _Connection:
         slot.finish = ruling.finish
         return True
 
+    def _operations(self) -> OperationsOf:
+        """The bits KIP-430's answers give this connection: every operation without an
+        authorizer and for a super user, else what the requester's ACLs allow."""
+        authorization = self.server.authorization
+        if authorization is None:
+            return authorized_operations.every_operation
+        requester = self.requester if self.requester_known else self._find_requester()
+        if requester is None:
+            return authorized_operations.every_operation
+        return authorization.operations(requester.principal, requester.host)
+
     def _find_requester(self) -> Requester | None:
         """Who this connection's requests are checked as (None: a super user, unchecked)."""
         authorization = self.server.authorization
@@ -488,6 +501,16 @@ class _Connection:
     def _answer(self, slot: _Slot, body: Body | None) -> None:
         if self.closed:
             return
+        request = slot.request
+        if request.api_key in authorized_operations.APIS and body is not None:
+            try:  # before `finish` adds the refused entries, which carry no bits
+                authorized_operations.fill(
+                    request.api_key, request.api_version, request.body or {}, body,
+                    self._operations(),
+                )  # fmt: skip
+            except Exception:
+                self._handler_failed(request)
+                return
         if slot.finish is not None and body is not None:
             try:
                 body = slot.finish(body)  # the denied parts, or the answer filtered

@@ -22,7 +22,8 @@ from rlog.core.metadata.image import MetadataImage, PartitionInfo
 from rlog.core.protocol.errors import ErrorCode
 
 Body = dict[str, Any]
-NO_AUTHORIZED_OPERATIONS = -(2**31)  # "not asked for": no authorizer runs here
+# The listener fills in the bits (core/security/authorized_operations.py) as it answers.
+NO_AUTHORIZED_OPERATIONS = -(2**31)
 MAX_RESPONSE_PARTITIONS = 2000  # Kafka's max.request.partition.size.limit default
 ZERO_TOPIC_ID = uuid.UUID(int=0)
 

@@ -25,6 +25,7 @@ from confluent_kafka import (
     KafkaError,
     KafkaException,
     Producer,
+    TopicCollection,
     TopicPartition,
 )
 from confluent_kafka.admin import (
@@ -438,6 +439,50 @@ def test_deny_beats_allow_and_prefixed_acls_cover_names(cluster: AclCluster) -> 
     # A super user is not bound by any of it.
     assert produce(cluster.client(SUPER_USER), blocked, 1) == [None]
     assert cluster.end_offsets(mine) == [1] and cluster.end_offsets(blocked) == [1]
+
+
+def test_a_client_that_asks_is_told_the_operations_its_acls_allow(cluster: AclCluster) -> None:
+    """KIP-430 under an authorizer: the bits follow the user's ACLs (implied operations
+    included), the cluster's are none without DESCRIBE on it, a topic the user may not describe
+    is refused as before, and a super user is allowed everything."""
+    user, topic, hidden, group = unique("ops"), unique("ops"), unique("ops-hidden"), unique("g")
+    cluster.add_user(user)
+    for name in (topic, hidden):
+        cluster.create_topic(name)
+    principal = f"User:{user}"
+    cluster.acl("--allow-principal", principal, "-o", "read", "--topic", topic, "--group", group)
+    cluster.acl("--allow-principal", principal, "-o", "alter-configs", "--topic", topic)
+    consumer = Consumer({**cluster.client(user), "group.id": group})
+    try:  # the group exists: committed offsets, no members (Empty)
+        consumer.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
+    finally:
+        consumer.close()
+    client = AdminClient(cluster.client(user))
+
+    def names(operations: list[AclOperation] | None) -> set[str]:
+        return {op.name for op in operations or ()}
+
+    described = client.describe_topics(
+        TopicCollection([topic, hidden]), include_authorized_operations=True
+    )
+    assert names(described[topic].result(timeout=TIMEOUT_S).authorized_operations) == {
+        "READ", "DESCRIBE", "ALTER_CONFIGS", "DESCRIBE_CONFIGS"
+    }  # fmt: skip
+    assert error_code(described[hidden]) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    groups = client.describe_consumer_groups([group], include_authorized_operations=True)
+    assert names(groups[group].result(timeout=TIMEOUT_S).authorized_operations) == {
+        "READ", "DESCRIBE"
+    }  # fmt: skip
+    cluster_ops = client.describe_cluster(include_authorized_operations=True)
+    assert names(cluster_ops.result(timeout=TIMEOUT_S).authorized_operations) == set()
+
+    cluster.acl("--allow-principal", principal, "-o", "describe", "--cluster")
+    cluster_ops = client.describe_cluster(include_authorized_operations=True)
+    assert names(cluster_ops.result(timeout=TIMEOUT_S).authorized_operations) == {"DESCRIBE"}
+
+    admin = AdminClient(cluster.client(SUPER_USER))
+    described = admin.describe_topics(TopicCollection([hidden]), include_authorized_operations=True)
+    assert len(described[hidden].result(timeout=TIMEOUT_S).authorized_operations or ()) == 8
 
 
 def test_a_client_retrying_a_denied_request_is_journaled_once_per_window(

@@ -3,7 +3,7 @@ clients: the legacy AlterConfigs (confluent-kafka's and kafka-python's alter_con
 replaces a resource's dynamic configs; DescribeConfigs with synonyms in Kafka's order, sources,
 types and documentation; DescribeLogDirs (kafka-python's describe_log_dirs, `rlog cluster
 disks`), whose sizes grow as records arrive; and DescribeTopicPartitions, paged as Kafka 4's
-kafka-topics pages it."""
+kafka-topics pages it; and KIP-430's authorized operations, when a client asks."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaException, Producer, TopicCollection
+from confluent_kafka import Consumer, KafkaException, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import (
+    AclOperation,
     AdminClient,
     ConfigEntry,
     ConfigResource,
@@ -470,3 +471,38 @@ def test_metadata_v12_gives_topic_ids_and_finds_a_topic_by_its_id(cluster: Clust
     )  # fmt: skip
     everything = metadata_v12(cluster, None)["topics"]
     assert {t["name"]: t["topic_id"] for t in everything}[topic] == found["topic_id"]
+
+
+def test_clients_that_ask_are_told_every_operation_when_no_authorizer_runs(cluster: Cluster):
+    """KIP-430 without an authorizer (Kafka's rule): everything the resource type has is allowed,
+    as confluent-kafka's describe calls show when they ask (`include_authorized_operations`)."""
+    topic, group = unique("ops"), unique("ops-group")
+    create(cluster, topic)
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group})
+    try:  # a group that exists: committed offsets, no members (Empty)
+        consumer.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
+    finally:
+        consumer.close()
+    client = admin(cluster)
+
+    def names(operations: list[AclOperation] | None) -> set[str]:
+        return {op.name for op in operations or ()}
+
+    described = client.describe_topics(TopicCollection([topic]), include_authorized_operations=True)
+    assert names(described[topic].result(timeout=15).authorized_operations) == {
+        "READ", "WRITE", "CREATE", "DESCRIBE", "DELETE", "ALTER", "DESCRIBE_CONFIGS",
+        "ALTER_CONFIGS",
+    }  # fmt: skip
+    cluster_ops = client.describe_cluster(include_authorized_operations=True).result(timeout=15)
+    assert names(cluster_ops.authorized_operations) == {
+        "CREATE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "IDEMPOTENT_WRITE",
+        "ALTER", "DESCRIBE",
+    }  # fmt: skip
+    groups = client.describe_consumer_groups([group], include_authorized_operations=True)
+    assert names(groups[group].result(timeout=15).authorized_operations) == {
+        "READ", "DESCRIBE", "DELETE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS"
+    }  # fmt: skip
+
+    # Not asked: librdkafka reports none.
+    plain = client.describe_topics(TopicCollection([topic]))[topic].result(timeout=15)
+    assert plain.authorized_operations is None

@@ -19,6 +19,7 @@ from typing import Any
 
 from rlog.core import limits
 from rlog.core.security.acl import parse_super_users
+from rlog.core.security.principal_mapping import DEFAULT_RULES, PrincipalMapper
 from rlog.core.storage.config import LogConfig
 from rlog.daemon.listeners import (
     DEFAULT_PROTOCOL_MAP_TEXT,
@@ -138,6 +139,7 @@ _BROKER_KEYS: dict[str, tuple[str, type]] = {
     "ssl.client.auth": ("ssl_client_auth", str),
     "ssl.endpoint.identification.algorithm": ("ssl_endpoint_identification_algorithm", str),
     "ssl.enabled.protocols": ("ssl_enabled_protocols", str),
+    "ssl.principal.mapping.rules": ("ssl_principal_mapping_rules", str),
     # SASL on SASL_PLAINTEXT and SASL_SSL listeners (users: rlog user, SCRAM credentials).
     "sasl.enabled.mechanisms": ("sasl_enabled_mechanisms", str),
     "connections.max.reauth.ms": ("connections_max_reauth_ms", int),
@@ -232,6 +234,7 @@ class BrokerSettings:
     ssl_client_auth: str = "none"
     ssl_endpoint_identification_algorithm: str = "https"
     ssl_enabled_protocols: str = "TLSv1.2,TLSv1.3"
+    ssl_principal_mapping_rules: str = DEFAULT_RULES  # an SSL client's name (KIP-371)
     sasl_enabled_mechanisms: str = "SCRAM-SHA-256,SCRAM-SHA-512"
     connections_max_reauth_ms: int = 0  # 0: a session never expires (KIP-368)
     sasl_server_max_receive_size: int = 524_288  # a request before authentication, at most
@@ -419,6 +422,7 @@ def broker_settings(table: dict[str, Any]) -> BrokerSettings:
         )
     try:
         parse_super_users(settings.super_users)
+        PrincipalMapper(settings.ssl_principal_mapping_rules)
     except ValueError as error:
         raise ConfigError(f"[broker] {error}") from None
     if settings.sasl_server_max_receive_size < 1:

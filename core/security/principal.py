@@ -2,8 +2,9 @@
 
 - a PLAINTEXT connection, or an SSL one without a client certificate: `User:ANONYMOUS`;
 - an SSL connection with a client certificate: `User:` and the certificate's subject as
-  `X500Principal.getName(RFC2253)` writes it (Kafka's `ssl.principal.mapping.rules=DEFAULT`):
-  the relative names last to first, `CN=client,OU=eng,O=example,C=US`;
+  `X500Principal.getName(RFC2253)` writes it: the relative names last to first,
+  `CN=client,OU=eng,O=example,C=US`, then mapped by `ssl.principal.mapping.rules`
+  (principal_mapping.py; DEFAULT keeps it as it is);
 - a SASL connection: `User:` and the name it authenticated as (sasl.py).
 
 `rfc2253_name` reads the subject from its DER encoding (the daemon takes it out of the peer's
@@ -14,6 +15,7 @@ for an e-mail address).
 
 from __future__ import annotations
 
+from rlog.core.security.principal_mapping import PrincipalMapper
 from rlog.core.security.sasl import ANONYMOUS, USER_PRINCIPAL_TYPE
 
 # The attribute types Java's RFC 2253 form names by keyword (X500Name's RFC 2253 keywords).
@@ -49,12 +51,16 @@ class DerError(ValueError):
     """The bytes are not the DER encoding of a distinguished name."""
 
 
-def ssl_principal(subject_der: bytes | None) -> str:
+def ssl_principal(subject_der: bytes | None, mapper: PrincipalMapper | None = None) -> str:
     """The principal of an SSL connection whose client certificate has this subject (None: the
-    client sent no certificate)."""
+    client sent no certificate), its name mapped by `mapper` (ssl.principal.mapping.rules;
+    None is DEFAULT). Raises NoMatchingRule if no rule maps it: the client is not let in."""
     if subject_der is None:
         return ANONYMOUS
-    return f"{USER_PRINCIPAL_TYPE}:{rfc2253_name(subject_der)}"
+    name = rfc2253_name(subject_der)
+    if mapper is not None:
+        name = mapper.name(name)
+    return f"{USER_PRINCIPAL_TYPE}:{name}"
 
 
 def rfc2253_name(name_der: bytes) -> str:

@@ -34,6 +34,7 @@ from rlog.core.security.authorized_operations import OperationsOf
 from rlog.core.security.denials import DenialThrottle
 from rlog.core.security.enforcement import BrokerView, Denial, Requester, Ruling, rule
 from rlog.core.security.principal import ssl_principal
+from rlog.core.security.principal_mapping import NoMatchingRule, PrincipalMapper
 from rlog.daemon.config import BrokerSettings
 from rlog.daemon.error_answers import ERROR_ANSWERS, error_answer
 from rlog.daemon.events import SECURITY_KINDS, EventJournal
@@ -153,18 +154,21 @@ def acl_host(client_host: str) -> str:
     return client_host.removeprefix("/")
 
 
-def certificate_principal(certificate_der: bytes | None) -> str:
-    """The principal of an SSL connection from its client certificate (DER), if it sent one."""
+def certificate_principal(certificate_der: bytes | None, mapper: PrincipalMapper) -> str:
+    """The principal of an SSL connection from its client certificate (DER), if it sent one.
+    NoMatchingRule if `mapper`'s rules give its subject no name."""
     if certificate_der is None:
         return ssl_principal(None)
     from cryptography import x509  # only SSL listeners with client certificates need it
 
     subject = x509.load_der_x509_certificate(certificate_der).subject.public_bytes()
-    return ssl_principal(subject)
+    return ssl_principal(subject, mapper)
 
 
-def keystore_principal(keystore_location: str) -> str | None:
-    """The principal of the first certificate in a PEM keystore (the brokers' own), if any."""
+def keystore_principal(keystore_location: str, mapper: PrincipalMapper) -> str | None:
+    """The principal of the first certificate in a PEM keystore (the brokers' own), if any,
+    as `mapper` names it. ValueError if no rule maps it: rlog's own processes would be shut
+    out."""
     if not keystore_location:
         return None
     from cryptography import x509
@@ -172,7 +176,10 @@ def keystore_principal(keystore_location: str) -> str | None:
     certificates = x509.load_pem_x509_certificates(Path(keystore_location).read_bytes())
     if not certificates:
         return None
-    return ssl_principal(certificates[0].subject.public_bytes())
+    try:
+        return ssl_principal(certificates[0].subject.public_bytes(), mapper)
+    except NoMatchingRule as error:
+        raise ValueError(f"the brokers' own certificate in {keystore_location}: {error}") from None
 
 
 def _api_name(api_key: int) -> str:
@@ -196,7 +203,8 @@ def broker_authorization(
     inter_broker = listeners[0]
     own_principal = None
     if inter_broker.uses_tls:
-        own_principal = keystore_principal(settings.ssl_keystore_location)
+        mapper = PrincipalMapper(settings.ssl_principal_mapping_rules)
+        own_principal = keystore_principal(settings.ssl_keystore_location, mapper)
         log.info(
             "authorization on; rlog's own processes (the brokers' certificate) are %s, a super "
             "user",

@@ -244,6 +244,9 @@ BROKER_CONFIGS: dict[str, ConfigSpec] = {
         STR, "https: check the peer's host name against its certificate; empty: do not."
     ),
     "ssl.enabled.protocols": ConfigSpec(LIST, "The TLS versions the listeners accept."),
+    "ssl.principal.mapping.rules": ConfigSpec(
+        STR, "RULE:pattern/replacement/[LU] or DEFAULT rules naming an SSL client's certificate."
+    ),
     "sasl.enabled.mechanisms": ConfigSpec(LIST, "The SASL mechanisms SASL listeners offer."),
     "connections.max.reauth.ms": ConfigSpec(
         LONG, "How long a SASL session lasts before the client must re-authenticate; 0: ever."

@@ -20,6 +20,7 @@ import uvloop
 from rlog.core.broker import BrokerConfig, BrokerCore, MetadataChanged
 from rlog.core.metadata.image import MetadataImage
 from rlog.core.security.plain import scram_password_check
+from rlog.core.security.principal_mapping import PrincipalMapper
 from rlog.core.security.sasl import SaslConfig, SaslSession, standard_mechanisms
 from rlog.core.security.scram import ScramCredential, ScramMechanism
 from rlog.daemon.broker.authorization import broker_authorization
@@ -179,6 +180,7 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
     except (OSError, ValueError) as error:  # the keystore's certificate cannot be read
         print(f"broker-{args.id}: {error}", file=sys.stderr)
         return ExitCode.CONFIG
+    principal_mapper = PrincipalMapper(settings.ssl_principal_mapping_rules)
     servers = [
         BrokerServer(
             handlers,
@@ -192,6 +194,7 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
             # rlog's own processes cannot prove who they are on a PLAINTEXT inter-broker
             # listener: its connections are trusted (authorization.py).
             trusted=each is listeners[0] and each.security_protocol == "PLAINTEXT",
+            principal_mapper=principal_mapper,
         )
         for each in listeners
     ]

@@ -64,6 +64,7 @@ from rlog.core.protocol.connection import (
 from rlog.core.security import authorized_operations
 from rlog.core.security.authorized_operations import OperationsOf
 from rlog.core.security.enforcement import Finish, Requester
+from rlog.core.security.principal_mapping import NoMatchingRule, PrincipalMapper
 from rlog.core.security.sasl import ANONYMOUS, SASL_HANDSHAKE, SaslSession, Verdict
 from rlog.core.storage.files import FileSlice
 from rlog.daemon.broker.authorization import (
@@ -122,12 +123,15 @@ class BrokerServer:
         sasl_max_receive_bytes: int = 524_288,
         authorization: Authorization | None = None,
         trusted: bool = False,
+        principal_mapper: PrincipalMapper | None = None,
     ) -> None:
         """`faults`: chaos rules (a broker's); requests from a cut peer close their connection.
         `tls`: the listener speaks SSL with this context. `sasl`: its clients authenticate, each
         connection with a session this makes, in requests of at most `sasl_max_receive_bytes`
         until they have. `authorization`: every request is checked against the ACLs, except on
-        a `trusted` listener (the inter-broker one when it is PLAINTEXT: authorization.py)."""
+        a `trusted` listener (the inter-broker one when it is PLAINTEXT: authorization.py).
+        `principal_mapper`: ssl.principal.mapping.rules, naming an SSL client's certificate; a
+        certificate they give no name is shut out (None: DEFAULT, which names every one)."""
         self.handlers = handlers
         self.max_request_bytes = max_request_bytes
         self.supported = supported
@@ -137,6 +141,7 @@ class BrokerServer:
         self.sasl = sasl
         self.sasl_max_receive_bytes = sasl_max_receive_bytes
         self.authorization = authorization if not trusted else None
+        self.principal_mapper = principal_mapper or PrincipalMapper()
         self._listener: socket.socket | None = None
         self._connections: set[_Connection] = set()
         self.reauthentications = 0  # SASL sessions renewed (KIP-368)
@@ -236,6 +241,11 @@ class _Connection:
         # then, and None for good when the connection's principal is a super user.
         self.requester: Requester | None = None
         self.requester_known = False
+        # An SSL client's certificate must have a name under ssl.principal.mapping.rules (as
+        # Kafka's authentication requires one): looked at once, at the first request.
+        self.certificate_named = (
+            self.tls is None or self.sasl is not None or server.principal_mapper.is_default
+        )
 
     # ---- reading ----
 
@@ -393,6 +403,8 @@ class _Connection:
     # ---- handling ----
 
     def _start(self, slot: _Slot) -> None:
+        if not self.certificate_named and not self._name_certificate():
+            return
         if self.server.authorization is not None and not self._authorized(slot):
             return
         handlers = self.server.handlers
@@ -439,6 +451,19 @@ class _Connection:
         slot.finish = ruling.finish
         return True
 
+    def _name_certificate(self) -> bool:
+        """Whether the client's certificate has a name; if not, the connection is closed."""
+        assert self.tls is not None
+        try:
+            certificate_principal(self.tls.peer_certificate_der(), self.server.principal_mapper)
+        except NoMatchingRule as error:
+            # Kafka fails the client's authentication: no principal, no requests.
+            log.info("closing %s: %s", self.address, error)
+            self.close()
+            return False
+        self.certificate_named = True
+        return True
+
     def _operations(self) -> OperationsOf:
         """The bits KIP-430's answers give this connection: every operation without an
         authorizer and for a super user, else what the requester's ACLs allow."""
@@ -458,7 +483,8 @@ class _Connection:
             principal = self.sasl.principal or ANONYMOUS
             known = self.sasl.authenticated  # a SASL principal never changes once set
         elif self.tls is not None:
-            principal = certificate_principal(self.tls.peer_certificate_der())
+            der = self.tls.peer_certificate_der()
+            principal = certificate_principal(der, self.server.principal_mapper)
             known = True
         else:
             principal, known = ANONYMOUS, True

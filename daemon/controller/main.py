@@ -32,6 +32,7 @@ from rlog.core.metadata.log_store import METADATA_PARTITION_DIR, metadata_log_co
 from rlog.core.metadata.records import MetadataDecodeError
 from rlog.core.protocol.apis import CONTROLLER_SUPPORTED
 from rlog.core.records import CorruptRecordError
+from rlog.core.security.principal_mapping import PrincipalMapper
 from rlog.core.storage.files import RealFileSystem
 from rlog.core.storage.log import Log
 from rlog.daemon.broker.authorization import Authorization, keystore_principal
@@ -142,7 +143,8 @@ def controller_authorization(
             "it is trusted as rlog's own (bind it to 127.0.0.1 or make it SSL)"
         )
         return None
-    own_principal = keystore_principal(settings.ssl_keystore_location)
+    mapper = PrincipalMapper(settings.ssl_principal_mapping_rules)
+    own_principal = keystore_principal(settings.ssl_keystore_location, mapper)
     return Authorization(settings, lambda: controller.image, journal, own_principal=own_principal)
 
 
@@ -178,6 +180,7 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
         listener_name=controller_listener_names(listener)[0],
         tls=tls,
         authorization=authorization,
+        principal_mapper=PrincipalMapper(settings.ssl_principal_mapping_rules),
     )
     try:
         server.listen(args.host, args.port)

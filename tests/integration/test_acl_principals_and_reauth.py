@@ -1,9 +1,11 @@
 """Who a connection is under enforced ACLs, and SASL sessions over time, on one 2-broker
 cluster whose inter-broker listener is SSL with client certificates:
 
+- certificates are named by `ssl.principal.mapping.rules` (`CN=rlog-client,O=rlog demo` is
+  `User:CLIENT`), and a certificate no rule names is shut out;
 - rlog's own processes (rlogd, followers fetching, the CLI) present the brokers' certificate
-  and keep working: its principal is a super user;
-- an SSL client's principal is its certificate's subject (`User:CN=rlog-client,O=rlog demo`);
+  (mapped too, to `User:BROKER`) and keep working: its principal is a super user;
+- an SSL client's principal is its certificate's mapped subject;
 - `allow.everyone.if.no.acl.found = true` lets a resource without ACLs through;
 - before authentication a SASL listener closes a connection announcing a request over
   `sasl.server.max.receive.size`;
@@ -32,7 +34,7 @@ from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaProducer
 
-from rlog.cli.certificates import DemoFiles, demo_files
+from rlog.cli.certificates import DemoFiles, demo_files, issue, load_authority, write_keystore
 from rlog.core.protocol.apis import ApiKey
 from rlog.core.protocol.errors import ErrorCode
 from rlog.daemon.wire import BlockingKafkaClient
@@ -46,7 +48,9 @@ SASL_OFFSET = 100
 REAUTH_MS = 2000
 STARTUP_TIMEOUT_S = 60.0
 TIMEOUT_S = 15.0
-CLIENT_PRINCIPAL = "User:CN=rlog-client,O=rlog demo"
+# No DEFAULT: a subject that is not rlog-<name> of the demo CA's organization gets no name.
+MAPPING_RULES = "RULE:^CN=rlog-([a-z]+),O=rlog demo$/$1/U"
+CLIENT_PRINCIPAL = "User:CLIENT"
 
 
 @dataclass
@@ -63,13 +67,14 @@ class SecureCluster:
     def sasl(self) -> str:
         return f"{HOST}:{self.base_port + SASL_OFFSET}"
 
-    def ssl_client(self) -> dict[str, Any]:
+    def ssl_client(self, keystore: Path | None = None) -> dict[str, Any]:
+        keystore = keystore or self.files.client
         return {
             "bootstrap.servers": self.ssl,
             "security.protocol": "SSL",
             "ssl.ca.location": str(self.files.ca),
-            "ssl.certificate.location": str(self.files.client),
-            "ssl.key.location": str(self.files.client),
+            "ssl.certificate.location": str(keystore),
+            "ssl.key.location": str(keystore),
         }
 
     def rlog(self, *args: str, stdin: str | None = None) -> str:
@@ -98,6 +103,7 @@ listeners = "INTERNAL://{HOST}:{base},SASL://{HOST}:{base + SASL_OFFSET}"
 "connections.max.reauth.ms" = {REAUTH_MS}
 "authorizer.class.name" = "rlog"
 "allow.everyone.if.no.acl.found" = true
+"ssl.principal.mapping.rules" = "{MAPPING_RULES}"
 """
     )
     data_dir = root / "data"
@@ -141,7 +147,7 @@ def test_the_controller_checks_acls_over_ssl_and_serves_rlogs_own_certificate(
 
 def produce(config: dict[str, Any], topic: str, count: int = 1) -> list[KafkaError | None]:
     outcomes: list[KafkaError | None] = []
-    producer = Producer({**config, "message.timeout.ms": 10_000})
+    producer = Producer({"message.timeout.ms": 10_000, **config})
     for index in range(count):
         producer.produce(topic, f"v{index}".encode(), on_delivery=lambda e, _m: outcomes.append(e))
     producer.flush(TIMEOUT_S)
@@ -171,7 +177,7 @@ def test_own_processes_are_super_users_and_an_ssl_client_is_its_certificate(
         "acl", "add", "--allow-principal", CLIENT_PRINCIPAL, "-o", "write", "--topic", "mine"
     )
     cluster.rlog(
-        "acl", "add", "--allow-principal", "User:CN=someone-else,O=rlog demo", "-o", "write",
+        "acl", "add", "--allow-principal", "User:SOMEONE-ELSE", "-o", "write",
         "--topic", "theirs",
     )  # fmt: skip
     client = cluster.ssl_client()
@@ -190,6 +196,22 @@ def test_own_processes_are_super_users_and_an_ssl_client_is_its_certificate(
     ), denials
     # rlog's own requests were never refused.
     assert all(e["principal"] == CLIENT_PRINCIPAL for e in denials), denials
+
+
+def test_a_certificate_no_mapping_rule_names_is_shut_out(
+    cluster: SecureCluster, tmp_path: Path
+) -> None:
+    """The truststore accepts it, but ssl.principal.mapping.rules give `CN=stranger` no name:
+    as Kafka fails such a client's authentication, the broker closes its connections."""
+    stranger = tmp_path / "stranger.pem"
+    authority = load_authority(cluster.files.ca.parent)
+    write_keystore(stranger, *issue(authority, "stranger"), authority)
+    cluster.rlog("topic", "create", "for-strangers", "-p", "1", "-r", "1")
+    refused = produce({**cluster.ssl_client(stranger), "message.timeout.ms": 3000}, "for-strangers")
+    assert len(refused) == 1 and refused[0] is not None
+    log = cluster.broker_log(1) + cluster.broker_log(2)
+    assert "no ssl.principal.mapping.rules rule applies to 'CN=stranger,O=rlog demo'" in log
+    assert produce(cluster.ssl_client(), "for-strangers") == [None]  # a named client writes
 
 
 def test_a_large_request_before_authentication_closes_the_connection(

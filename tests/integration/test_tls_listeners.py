@@ -1,6 +1,6 @@
 """Listeners and TLS with real clients: two listeners per broker (PLAINTEXT for the brokers,
-SSL with client certificates for clients), and `rlog cluster up --tls`, where every connection
-of the cluster speaks TLS.
+SSL with client certificates for clients, which ssl.principal.mapping.rules must name), and
+`rlog cluster up --tls`, where every connection of the cluster speaks TLS.
 """
 
 from __future__ import annotations
@@ -124,6 +124,7 @@ listeners = "INTERNAL://{HOST}:{base},EXTERNAL://{HOST}:{base + SSL_OFFSET}"
 "ssl.keystore.location" = "{files.broker}"
 "ssl.truststore.location" = "{files.ca}"
 "ssl.client.auth" = "required"
+"ssl.principal.mapping.rules" = "RULE:^CN=rlog-([a-z]+),O=rlog demo$/$1/"
 """
     )
     data_dir = root / "data"
@@ -316,6 +317,8 @@ def test_clients_without_a_good_certificate_are_refused_and_nothing_is_written(
         ),
         authority,
     )
+    unnamed = tmp_path / "unnamed.pem"  # the CA's, but ssl.principal.mapping.rules name it not
+    write_keystore(unnamed, *issue(authority, "unnamed"), authority)
     stranger = new_authority()
     strangers_client = tmp_path / "stranger.pem"
     write_keystore(strangers_client, *issue(stranger, "stranger"), stranger)
@@ -327,6 +330,7 @@ def test_clients_without_a_good_certificate_are_refused_and_nothing_is_written(
         "no client certificate": no_certificate,
         "an expired certificate": two_listeners.client_tls(keystore=expired),
         "a certificate of another CA": two_listeners.client_tls(keystore=strangers_client),
+        "a certificate no mapping rule names": two_listeners.client_tls(keystore=unnamed),
         "trusting another CA": two_listeners.client_tls(ca=strangers_ca),
         "plaintext on the SSL port": {},
     }

@@ -189,6 +189,15 @@ def _api_name(api_key: int) -> str:
         return str(api_key)
 
 
+def check_own_certificate(settings: BrokerSettings, mapper: PrincipalMapper) -> None:
+    """ValueError (or OSError) if ssl.principal.mapping.rules give the brokers' own certificate
+    no name while SSL listeners ask for certificates: rlog's own processes present it, and
+    would be shut out."""
+    if mapper.is_default or settings.ssl_client_auth == "none":
+        return
+    keystore_principal(settings.ssl_keystore_location, mapper)
+
+
 def broker_authorization(
     settings: BrokerSettings,
     image: Callable[[], MetadataImage],

@@ -23,7 +23,7 @@ from rlog.core.security.plain import scram_password_check
 from rlog.core.security.principal_mapping import PrincipalMapper
 from rlog.core.security.sasl import SaslConfig, SaslSession, standard_mechanisms
 from rlog.core.security.scram import ScramCredential, ScramMechanism
-from rlog.daemon.broker.authorization import broker_authorization
+from rlog.daemon.broker.authorization import broker_authorization, check_own_certificate
 from rlog.daemon.broker.controller_link import ControllerLink
 from rlog.daemon.broker.core_driver import BrokerDriver, now_ms
 from rlog.daemon.broker.faults import Faults
@@ -175,12 +175,13 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
         groups,
     )
     sasl = sasl_sessions(settings, lambda: link.image, args.cluster_id)
+    principal_mapper = PrincipalMapper(settings.ssl_principal_mapping_rules)
     try:
+        check_own_certificate(settings, principal_mapper)
         authorization = broker_authorization(settings, lambda: link.image, journal, listeners)
     except (OSError, ValueError) as error:  # the keystore's certificate cannot be read
         print(f"broker-{args.id}: {error}", file=sys.stderr)
         return ExitCode.CONFIG
-    principal_mapper = PrincipalMapper(settings.ssl_principal_mapping_rules)
     servers = [
         BrokerServer(
             handlers,

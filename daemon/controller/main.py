@@ -35,7 +35,11 @@ from rlog.core.records import CorruptRecordError
 from rlog.core.security.principal_mapping import PrincipalMapper
 from rlog.core.storage.files import RealFileSystem
 from rlog.core.storage.log import Log
-from rlog.daemon.broker.authorization import Authorization, keystore_principal
+from rlog.daemon.broker.authorization import (
+    Authorization,
+    check_own_certificate,
+    keystore_principal,
+)
 from rlog.daemon.broker.server import BrokerServer
 from rlog.daemon.config import BrokerSettings, ConfigError, load_config
 from rlog.daemon.controller.handlers import Handlers
@@ -167,7 +171,9 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
         return ExitCode.CONFIG
     journal = EventJournal(args.events, "controller") if args.events is not None else None
     service = ControllerService(controller, metadata_log, journal)
+    principal_mapper = PrincipalMapper(settings.ssl_principal_mapping_rules)
     try:
+        check_own_certificate(settings, principal_mapper)
         authorization = controller_authorization(settings, controller, journal, protocol)
     except (OSError, ValueError) as error:  # the keystore's certificate cannot be read
         print(f"controller: {error}", file=sys.stderr)
@@ -180,7 +186,7 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
         listener_name=controller_listener_names(listener)[0],
         tls=tls,
         authorization=authorization,
-        principal_mapper=PrincipalMapper(settings.ssl_principal_mapping_rules),
+        principal_mapper=principal_mapper,
     )
     try:
         server.listen(args.host, args.port)

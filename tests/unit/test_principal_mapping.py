@@ -4,11 +4,15 @@ the DN, no match shuts the client out, and a malformed list is refused at start.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from rlog.cli.certificates import demo_files
 from rlog.core.security.principal import ssl_principal
 from rlog.core.security.principal_mapping import NoMatchingRule, PrincipalMapper
-from rlog.daemon.config import ConfigError, broker_settings
+from rlog.daemon.broker.authorization import check_own_certificate
+from rlog.daemon.config import BrokerSettings, ConfigError, broker_settings
 
 # The rules of Kafka's documentation for ssl.principal.mapping.rules.
 KAFKA_EXAMPLE = (
@@ -84,3 +88,24 @@ def test_the_principal_of_a_certificate_is_its_mapped_subject() -> None:
     mapper = PrincipalMapper("RULE:^CN=rlog-([a-z]+),O=demo$/$1/U")
     assert ssl_principal(subject, mapper) == "User:CLIENT"
     assert ssl_principal(None, mapper) == "User:ANONYMOUS"  # no certificate: nothing to map
+
+
+def test_rules_that_do_not_name_the_brokers_own_certificate_stop_them_at_start(
+    tmp_path: Path,
+) -> None:
+    """rlog's own processes present the keystore's certificate to SSL listeners that ask for
+    one: rules that shut it out are a config error, not a cluster that cannot replicate."""
+    files = demo_files(tmp_path)  # the brokers' certificate: CN=rlog-broker,O=rlog demo
+    clients_only = "RULE:^CN=rlog-client,O=(.*)$/client/"
+    settings = BrokerSettings(
+        ssl_keystore_location=str(files.broker),
+        ssl_client_auth="required",
+        ssl_principal_mapping_rules=clients_only,
+    )
+    with pytest.raises(ValueError, match=r"own certificate .*: no ssl\.principal"):
+        check_own_certificate(settings, PrincipalMapper(clients_only))
+    named = "RULE:^CN=rlog-([a-z]+),O=(.*)$/$1/"
+    check_own_certificate(settings, PrincipalMapper(named))
+    # Certificates not asked for are not presented: nothing to name.
+    not_asked = BrokerSettings(ssl_keystore_location=str(files.broker), ssl_client_auth="none")
+    check_own_certificate(not_asked, PrincipalMapper(clients_only))

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rlog.core import limits
+from rlog.core.groups.coordinator import MIGRATION_POLICIES
 from rlog.core.security.acl import parse_super_users
 from rlog.core.security.principal_mapping import DEFAULT_RULES, PrincipalMapper
 from rlog.core.storage.config import LogConfig
@@ -105,6 +106,7 @@ _BROKER_KEYS: dict[str, tuple[str, type]] = {
     "group.consumer.session.timeout.ms": ("group_consumer_session_timeout_ms", int),
     "group.consumer.heartbeat.interval.ms": ("group_consumer_heartbeat_interval_ms", int),
     "group.consumer.max.size": ("group_consumer_max_size", int),
+    "group.consumer.migration.policy": ("group_consumer_migration_policy", str),
     "offsets.retention.minutes": ("offsets_retention_minutes", int),
     "offsets.retention.check.interval.ms": ("offsets_retention_check_interval_ms", int),
     # Idempotent and transactional producers: the transaction coordinator and its internal
@@ -206,6 +208,7 @@ class BrokerSettings:
     group_consumer_session_timeout_ms: int = 45_000
     group_consumer_heartbeat_interval_ms: int = 5_000
     group_consumer_max_size: int = 2**31 - 1
+    group_consumer_migration_policy: str = "bidirectional"
     offsets_retention_minutes: int = 7 * 24 * 60
     offsets_retention_check_interval_ms: int = 600_000
     # As for __consumer_offsets, fewer partitions than Kafka's 50 on one machine.
@@ -407,6 +410,12 @@ def broker_settings(table: dict[str, Any]) -> BrokerSettings:
         raise ConfigError("[broker] socket.request.max.bytes: must exceed message.max.bytes")
     if settings.log_cleaner_backoff_ms < 1:
         raise ConfigError("[broker] log.cleaner.backoff.ms: must be at least 1")
+    policy = settings.group_consumer_migration_policy.strip().lower()
+    if policy not in MIGRATION_POLICIES:
+        raise ConfigError(
+            f"[broker] group.consumer.migration.policy: "
+            f"{settings.group_consumer_migration_policy!r}; one of {', '.join(MIGRATION_POLICIES)}"
+        )
     unknown = [m for m in settings.sasl_mechanisms if m not in SASL_MECHANISMS]
     if unknown or not settings.sasl_mechanisms:
         raise ConfigError(

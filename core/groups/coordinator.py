@@ -103,6 +103,20 @@ class GroupConfig:
     consumer_session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
     consumer_heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
     consumer_max_size: int = 2**31 - 1  # group.consumer.max.size
+    # group.consumer.migration.policy: whether a classic group with members may become a
+    # consumer group (upgrade) and back (downgrade). Empty groups convert either way always.
+    consumer_migration_policy: str = "bidirectional"
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        return self.consumer_migration_policy in ("upgrade", "bidirectional")
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        return self.consumer_migration_policy in ("downgrade", "bidirectional")
+
+
+MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
 
 
 @dataclass(frozen=True, slots=True)
@@ -868,8 +882,10 @@ class GroupCoordinator:
             if self._writing(group_id):  # its own write decides it first
                 return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE)
             if not classic.is_(GroupState.EMPTY) and not self._can_upgrade(classic):
+                why = "" if self.config.upgrade_enabled else " (group.consumer.migration.policy)"
                 return fail(
-                    ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group."
+                    ErrorCode.GROUP_ID_NOT_FOUND,
+                    f"Group {group_id} is not a consumer group{why}.",
                 )
             first.append((group_key(group_id), None))  # its offsets stay, now the new group's
             del self._groups[group_id]
@@ -903,7 +919,8 @@ class GroupCoordinator:
         partitions until the rebalance this starts, which they join with JoinGroup."""
         group = self.consumer.groups.get(group_id)
         if (
-            group is None
+            not self.config.downgrade_enabled
+            or group is None
             or not group.members
             or self.consumer.busy(group_id)
             or any(m.classic is None for m in group.members.values())
@@ -939,9 +956,11 @@ class GroupCoordinator:
         return [written, *self._prepare_rebalance(classic, now, reason)]
 
     def _can_upgrade(self, group: Group) -> bool:
-        """Kafka's validateOnlineUpgrade: a group of consumers, not too many of them."""
+        """Kafka's validateOnlineUpgrade: allowed by the migration policy, a group of
+        consumers, not too many of them."""
         return (
-            group.protocol_type == CONSUMER_PROTOCOL_TYPE
+            self.config.upgrade_enabled
+            and group.protocol_type == CONSUMER_PROTOCOL_TYPE
             and len(group.members) < self.config.consumer_max_size
         )
 

@@ -205,6 +205,9 @@ BROKER_CONFIGS: dict[str, ConfigSpec] = {
     "group.consumer.max.size": ConfigSpec(
         INT, "The most members a consumer-protocol group may have."
     ),
+    "group.consumer.migration.policy": ConfigSpec(
+        STR, "Whether groups with members convert between the protocols: upgrade, downgrade, both."
+    ),
     "offsets.retention.minutes": ConfigSpec(INT, "How long an empty group's offsets are kept."),
     "offsets.retention.check.interval.ms": ConfigSpec(
         LONG, "How often expired group offsets are looked for."

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -23,6 +24,8 @@ from rlog.core.groups.records import parse_key
 from rlog.core.protocol.codec import codec_for
 from rlog.core.protocol.errors import ErrorCode
 from rlog.core.protocol.schema import load_message
+from rlog.daemon.broker.groups import group_config
+from rlog.daemon.config import ConfigError, broker_settings
 
 Body = dict[str, Any]
 GROUP = "payments"
@@ -598,3 +601,37 @@ def test_requests_waiting_for_a_write_are_refused_in_their_own_shape_on_unload()
         version = 1 if api == "ConsumerGroupHeartbeat" else 5
         response = load_message(f"{api}Response").struct
         assert missing_fields(response, version, answer, api, set()) == []
+
+
+def test_the_migration_policy_decides_whether_groups_with_members_change_protocol() -> None:
+    """group.consumer.migration.policy: "downgrade" refuses the upgrade of a classic group with
+    members (the consumer member is told GROUP_ID_NOT_FOUND and the group is untouched);
+    "upgrade" upgrades it but keeps it a consumer group when the last consumer member leaves."""
+    downgrade_only = Driver()
+    downgrade_only.config = replace(downgrade_only.config, consumer_migration_policy="downgrade")
+    downgrade_only.coordinator = downgrade_only.failover()
+    classic_group_with_one_member(downgrade_only)
+    refused = downgrade_only.join("m1")
+    assert refused["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
+    assert "group.consumer.migration.policy" in refused["error_message"]
+    assert downgrade_only.coordinator.group(GROUP) is not None
+    assert GROUP not in downgrade_only.coordinator.consumer.groups
+
+    upgrade_only = Driver()
+    upgrade_only.config = replace(upgrade_only.config, consumer_migration_policy="upgrade")
+    upgrade_only.coordinator = upgrade_only.failover()
+    classic, _generation = classic_group_with_one_member(upgrade_only)
+    assert upgrade_only.join("m1")["error_code"] == ErrorCode.NONE
+    classic_member_settles(upgrade_only, classic, {ORDERS: [0, 1, 2, 3]})
+    upgrade_only.heartbeat("m1", -1)  # leaves; only the classic member remains
+    assert upgrade_only.coordinator.group(GROUP) is None
+    assert set(upgrade_only.coordinator.consumer.groups[GROUP].members) == {classic}
+
+
+def test_the_migration_policy_setting_reaches_the_coordinator_in_any_case() -> None:
+    assert group_config(broker_settings({})).consumer_migration_policy == "bidirectional"
+    configured = broker_settings({"group.consumer.migration.policy": "Disabled"})
+    assert not group_config(configured).upgrade_enabled
+    assert not group_config(configured).downgrade_enabled
+    with pytest.raises(ConfigError, match=r"group\.consumer\.migration\.policy: 'sideways'"):
+        broker_settings({"group.consumer.migration.policy": "sideways"})

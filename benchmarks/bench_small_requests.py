@@ -15,8 +15,8 @@ records; the same three topics throughout), measured in rounds; each round runs:
 The steady phase's client is, by default, franz-go in a Go program (peers/loadgen.py), which
 costs about a quarter of a core at 10,000 records/s; with ``--client confluent`` it uses
 confluent-kafka producer processes, which cost about 0.6 of a core there, taken from the brokers
-on a 2-core machine. The other phases use confluent-kafka (one record in flight costs the
-client little, and its p99 is lower than franz-go's).
+on a 2-core machine. The other phases use confluent-kafka: one record in flight costs the
+client little, and their figures stay comparable with earlier runs.
 
 For each phase it reports the latency percentiles (or records/s), the brokers' CPU seconds, and
 requests per broker CPU-second: every request the three brokers' listeners read (clients' and

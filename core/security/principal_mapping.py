@@ -40,7 +40,6 @@ class _Rule:
     pattern: re.Pattern[str] | None  # None: DEFAULT
     replacement: str  # a Python re template
     case: str  # "", "L" or "U"
-    text: str
 
     def apply(self, dn: str) -> str | None:
         if self.pattern is None:
@@ -60,7 +59,6 @@ class PrincipalMapper:
 
     def __init__(self, rules: str = DEFAULT_RULES) -> None:
         """Raises ValueError, naming the rule, if `rules` is not a valid list."""
-        self.text = rules
         self._rules = tuple(_parse(rule) for rule in _split(rules))
         self.is_default = all(rule.pattern is None for rule in self._rules)
 
@@ -96,7 +94,7 @@ def _parse(rule: str) -> _Rule:
     if match is None or match.group(5):
         raise ValueError(f"ssl.principal.mapping.rules: invalid rule {rule!r}")
     if match.group(1):
-        return _Rule(None, "", "", rule)
+        return _Rule(None, "", "")
     try:
         pattern = re.compile(match.group(2))
     except re.error as error:
@@ -104,7 +102,7 @@ def _parse(rule: str) -> _Rule:
             f"ssl.principal.mapping.rules: rule {rule!r}: bad pattern: {error}"
         ) from None
     replacement = _python_template(match.group(3), pattern.groups)
-    return _Rule(pattern, replacement, match.group(4), rule)
+    return _Rule(pattern, replacement, match.group(4))
 
 
 def _python_template(java: str, groups: int) -> str:

@@ -203,16 +203,17 @@ def broker_authorization(
     image: Callable[[], MetadataImage],
     journal: EventJournal | None,
     listeners: list[Listener],
+    mapper: PrincipalMapper,
 ) -> Authorization | None:
     """The broker's enforcement, or None when `authorizer.class.name` is not set. `listeners`:
-    the broker's, the inter-broker one first. OSError or ValueError if the keystore's
-    certificate (the brokers' own principal on SSL) cannot be read."""
+    the broker's, the inter-broker one first; `mapper`: ssl.principal.mapping.rules. OSError
+    or ValueError if the keystore's certificate (the brokers' own principal on SSL) cannot be
+    read or named."""
     if not settings.authorization_enabled:
         return None
     inter_broker = listeners[0]
     own_principal = None
     if inter_broker.uses_tls:
-        mapper = PrincipalMapper(settings.ssl_principal_mapping_rules)
         own_principal = keystore_principal(settings.ssl_keystore_location, mapper)
         log.info(
             "authorization on; rlog's own processes (the brokers' certificate) are %s, a super "

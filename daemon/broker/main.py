@@ -178,7 +178,9 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
     principal_mapper = PrincipalMapper(settings.ssl_principal_mapping_rules)
     try:
         check_own_certificate(settings, principal_mapper)
-        authorization = broker_authorization(settings, lambda: link.image, journal, listeners)
+        authorization = broker_authorization(
+            settings, lambda: link.image, journal, listeners, principal_mapper
+        )
     except (OSError, ValueError) as error:  # the keystore's certificate cannot be read
         print(f"broker-{args.id}: {error}", file=sys.stderr)
         return ExitCode.CONFIG

@@ -246,6 +246,7 @@ class _Connection:
         self.certificate_named = (
             self.tls is None or self.sasl is not None or server.principal_mapper.is_default
         )
+        self._certificate_principal: str | None = None  # SSL: worked out once, when first needed
 
     # ---- reading ----
 
@@ -425,7 +426,7 @@ class _Connection:
         True to serve it, maybe with a narrowed body and an answer to complete (`finish`)."""
         authorization = self.server.authorization
         assert authorization is not None
-        requester = self.requester if self.requester_known else self._find_requester()
+        requester = self._requester()
         if requester is None:
             return True  # a super user
         request = slot.request
@@ -453,9 +454,8 @@ class _Connection:
 
     def _name_certificate(self) -> bool:
         """Whether the client's certificate has a name; if not, the connection is closed."""
-        assert self.tls is not None
         try:
-            certificate_principal(self.tls.peer_certificate_der(), self.server.principal_mapper)
+            self._ssl_principal()
         except NoMatchingRule as error:
             # Kafka fails the client's authentication: no principal, no requests.
             log.info("closing %s: %s", self.address, error)
@@ -470,10 +470,22 @@ class _Connection:
         authorization = self.server.authorization
         if authorization is None:
             return authorized_operations.every_operation
-        requester = self.requester if self.requester_known else self._find_requester()
+        requester = self._requester()
         if requester is None:
             return authorized_operations.every_operation
         return authorization.operations(requester.principal, requester.host)
+
+    def _ssl_principal(self) -> str:
+        """The principal of the client's certificate (ANONYMOUS without one), once per
+        connection. NoMatchingRule if ssl.principal.mapping.rules give it no name."""
+        if self._certificate_principal is None:
+            assert self.tls is not None
+            der = self.tls.peer_certificate_der()
+            self._certificate_principal = certificate_principal(der, self.server.principal_mapper)
+        return self._certificate_principal
+
+    def _requester(self) -> Requester | None:
+        return self.requester if self.requester_known else self._find_requester()
 
     def _find_requester(self) -> Requester | None:
         """Who this connection's requests are checked as (None: a super user, unchecked)."""
@@ -483,8 +495,7 @@ class _Connection:
             principal = self.sasl.principal or ANONYMOUS
             known = self.sasl.authenticated  # a SASL principal never changes once set
         elif self.tls is not None:
-            der = self.tls.peer_certificate_der()
-            principal = certificate_principal(der, self.server.principal_mapper)
+            principal = self._ssl_principal()
             known = True
         else:
             principal, known = ANONYMOUS, True

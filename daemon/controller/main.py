@@ -133,7 +133,11 @@ async def _tick_forever(service: ControllerService) -> None:
 
 
 def controller_authorization(
-    settings: BrokerSettings, controller: Controller, journal: EventJournal | None, protocol: str
+    settings: BrokerSettings,
+    controller: Controller,
+    journal: EventJournal | None,
+    protocol: str,
+    mapper: PrincipalMapper,
 ) -> Authorization | None:
     """With authorization on and an SSL controller listener, only the brokers' own certificate
     (and super users) may use the controller: every other principal is checked as on a broker,
@@ -147,7 +151,6 @@ def controller_authorization(
             "it is trusted as rlog's own (bind it to 127.0.0.1 or make it SSL)"
         )
         return None
-    mapper = PrincipalMapper(settings.ssl_principal_mapping_rules)
     own_principal = keystore_principal(settings.ssl_keystore_location, mapper)
     return Authorization(settings, lambda: controller.image, journal, own_principal=own_principal)
 
@@ -174,7 +177,9 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
     principal_mapper = PrincipalMapper(settings.ssl_principal_mapping_rules)
     try:
         check_own_certificate(settings, principal_mapper)
-        authorization = controller_authorization(settings, controller, journal, protocol)
+        authorization = controller_authorization(
+            settings, controller, journal, protocol, principal_mapper
+        )
     except (OSError, ValueError) as error:  # the keystore's certificate cannot be read
         print(f"controller: {error}", file=sys.stderr)
         metadata_log.close()

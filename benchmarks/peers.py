@@ -27,15 +27,15 @@ publish acknowledged by its quorum):
 (d) end to end at a steady 1,000 records/s: from a record's scheduled send time until a consumer
     (reading from the end, another process) has it, p50/p99;
 
-With ``--client franz-go``, (c) on the Kafka-protocol systems comes from a Go program
-(peers/loadgen.py) that costs the machine less than half of what the Python producers do, so
-that more of the latency is the broker's.
-
 and the brokers' CPU seconds (user + system, psutil over every server process and its children)
 per 100,000 records in (a), (b) and (c). The table gives each figure and rlog/peer ratios:
 above 1 means rlog's figure is larger (better for throughput, worse for latency and CPU). A peer
 that cannot be fetched or started is reported as skipped, with the reason, and the run goes on.
 Absolute numbers depend on the machine and on what else runs: compare figures from one run.
+
+With ``--client franz-go``, (c) on the Kafka-protocol systems comes from a Go program
+(peers/loadgen.py) that costs the machine less than half of what the Python producers do, so
+that more of the latency is the broker's.
 """
 
 from __future__ import annotations

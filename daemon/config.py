@@ -250,6 +250,12 @@ class BrokerSettings:
         return bool(self.authorizer_class_name.strip())
 
     @property
+    def migration_policy(self) -> str:
+        """group.consumer.migration.policy as the coordinator takes it: Kafka accepts any case
+        ("Bidirectional")."""
+        return self.group_consumer_migration_policy.strip().lower()
+
+    @property
     def sasl_mechanisms(self) -> list[str]:
         return [m.strip() for m in self.sasl_enabled_mechanisms.split(",") if m.strip()]
 
@@ -410,8 +416,7 @@ def broker_settings(table: dict[str, Any]) -> BrokerSettings:
         raise ConfigError("[broker] socket.request.max.bytes: must exceed message.max.bytes")
     if settings.log_cleaner_backoff_ms < 1:
         raise ConfigError("[broker] log.cleaner.backoff.ms: must be at least 1")
-    policy = settings.group_consumer_migration_policy.strip().lower()
-    if policy not in MIGRATION_POLICIES:
+    if settings.migration_policy not in MIGRATION_POLICIES:
         raise ConfigError(
             f"[broker] group.consumer.migration.policy: "
             f"{settings.group_consumer_migration_policy!r}; one of {', '.join(MIGRATION_POLICIES)}"

@@ -47,8 +47,7 @@ def group_config(settings: BrokerSettings) -> GroupConfig:
         consumer_session_timeout_ms=settings.group_consumer_session_timeout_ms,
         consumer_heartbeat_interval_ms=settings.group_consumer_heartbeat_interval_ms,
         consumer_max_size=settings.group_consumer_max_size,
-        # Kafka takes any case ("Bidirectional").
-        consumer_migration_policy=settings.group_consumer_migration_policy.strip().lower(),
+        consumer_migration_policy=settings.migration_policy,
     )
 
 

@@ -27,6 +27,38 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             compileall.compile_dir(folder, quiet=1)
 
 
+TESTS = Path(__file__).parent
+# The order in which pytest-xdist hands out the groups: the Spark tests, the longest single group,
+# first; the many short unit-test modules last, where they even out the workers' finishing times.
+FOLDER_ORDER = ("spark", "integration", "interop", "tui", "sim", "unit")
+
+
+def xdist_group(item: pytest.Item) -> str:
+    """The unit of work one pytest-xdist worker runs whole: all the Spark tests share one
+    SparkSession (a JVM each worker would otherwise start); a simulator test shares nothing, so
+    each is its own; any other module's tests share its module-scoped cluster."""
+    folder = item.path.relative_to(TESTS).parts[0]
+    if folder == "spark":
+        return "spark"
+    if folder == "sim":
+        return item.nodeid
+    return item.nodeid.split("::", 1)[0]
+
+
+def folder_rank(item: pytest.Item) -> int:
+    folder = item.path.relative_to(TESTS).parts[0]
+    return FOLDER_ORDER.index(folder) if folder in FOLDER_ORDER else len(FOLDER_ORDER)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Marks each test with its xdist group (`--dist loadgroup`, as pyproject.toml sets) and puts
+    the groups in FOLDER_ORDER (with `--no-loadscope-reorder`, xdist keeps this order)."""
+    items.sort(key=folder_rank)
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+
+
 @pytest.fixture
 def cluster_factory(tmp_path: Path) -> Iterator:
     """Start clusters with `cluster_factory(brokers=1, config_text=None)`; all stopped after."""

@@ -33,16 +33,35 @@ def port_is_free(port: int) -> bool:
     return True
 
 
+PORT_SPAN = (20_000, 32_000)  # below Linux's ephemeral range (32768+)
+LISTENER_OFFSET_SPAN = 400  # room above a base port for further listeners (offsets 100..300)
+
+
+def worker_port_span() -> tuple[int, int]:
+    """The ports this test process may pick from: pytest-xdist workers (gw0, gw1, ...) each take
+    their own slice of PORT_SPAN, so two workers never race for one port."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    index = int(worker.removeprefix("gw"))
+    width = (PORT_SPAN[1] - PORT_SPAN[0]) // workers
+    low = PORT_SPAN[0] + index * width
+    return low, low + width
+
+
 def free_base_port(count: int, listener_offsets: Iterable[int] = ()) -> int:
     """A base port P with P..P+count free: `count` brokers and the controller after them (rlogd's
     default controller port), picked at random so parallel runs rarely collide. Below Linux's
     ephemeral range (32768+): a broker down for a while could otherwise find its port taken by
     some client's outgoing connection when it restarts. Each of `listener_offsets` is a further
-    listener of every broker: P+offset..P+offset+count-1 are free too."""
+    listener of every broker: P+offset..P+offset+count-1 are free too. All of them lie in this
+    test process's slice (worker_port_span)."""
+    offsets = tuple(listener_offsets)
+    assert max(offsets, default=0) + count < LISTENER_OFFSET_SPAN, "listener offsets too wide"
+    low, high = worker_port_span()
     for _ in range(200):
-        base = random.randint(20_000, 32_000)
+        base = random.randint(low, high - LISTENER_OFFSET_SPAN)
         ports = [base + i for i in range(count + 1)]
-        ports += [base + offset + i for offset in listener_offsets for i in range(count)]
+        ports += [base + offset + i for offset in offsets for i in range(count)]
         if all(port_is_free(port) for port in ports):
             return base
     raise RuntimeError("no free port range found")

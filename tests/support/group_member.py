@@ -113,6 +113,9 @@ def run_kafka_python(member: Member) -> None:
         auto_commit_interval_ms=100,
         session_timeout_ms=args.session_timeout_ms,
         heartbeat_interval_ms=max(100, args.session_timeout_ms // 6),
+        # kafka-python's leader assigns from its own metadata: one read before every broker knew
+        # the topic (a slow start) would otherwise stand for the default five minutes.
+        metadata_max_age_ms=2000,
         **({"group_instance_id": args.instance_id} if args.instance_id else {}),
         **strategy,
     )

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from rlog.core import limits
-from rlog.core.groups.coordinator import MIGRATION_POLICIES
 from rlog.core.security.acl import parse_super_users
 from rlog.core.security.principal_mapping import DEFAULT_RULES, PrincipalMapper
 from rlog.core.storage.config import LogConfig
@@ -40,6 +39,8 @@ class ConfigError(ValueError):
 
 
 RESTART_POLICIES = ("always", "on-failure", "never")
+# group.consumer.migration.policy: GroupConfig in core/groups/coordinator.py reads these names.
+MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
 
 
 @dataclass(frozen=True)

@@ -116,9 +116,6 @@ class GroupConfig:
         return self.consumer_migration_policy in ("downgrade", "bidirectional")
 
 
-MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
-
-
 @dataclass(frozen=True, slots=True)
 class Caller:
     token: int

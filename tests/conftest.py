@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import compileall
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,20 +12,21 @@ import pytest
 import rlog
 from support.cluster import Cluster, start_cluster
 
-NOT_THE_PACKAGE = {"tests", "benchmarks", "examples", "build"}
-
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Compile rlog's bytecode once, before the tests start their Python processes (brokers,
     controllers, rlogd, the `rlog` command). An editable install has none, and with
     PYTHONDONTWRITEBYTECODE set (as on our machines) every process would compile rlog from
     source again: about half of a broker's start-up CPU. Imports read the compiled files
-    whether or not they may write them."""
+    whether or not they may write them. Under pytest-xdist the controlling process does it,
+    before it starts the workers."""
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        return
     root = Path(rlog.__file__).parent
     compileall.compile_dir(root, maxlevels=0, quiet=1)
-    for folder in sorted(root.iterdir()):
-        if (folder / "__init__.py").exists() and folder.name not in NOT_THE_PACKAGE:
-            compileall.compile_dir(folder, quiet=1)
+    for package in sorted(root.iterdir()):
+        if (package / "__init__.py").exists():  # core, daemon, cli, spark
+            compileall.compile_dir(package, quiet=1)
 
 
 TESTS = Path(__file__).parent
@@ -33,11 +35,16 @@ TESTS = Path(__file__).parent
 FOLDER_ORDER = ("spark", "integration", "interop", "tui", "sim", "unit")
 
 
+def folder_of(item: pytest.Item) -> str:
+    """The folder of tests/ that `item` is in: "unit", "spark", ..."""
+    return item.path.relative_to(TESTS).parts[0]
+
+
 def xdist_group(item: pytest.Item) -> str:
     """The unit of work one pytest-xdist worker runs whole: all the Spark tests share one
     SparkSession (a JVM each worker would otherwise start); a simulator test shares nothing, so
     each is its own; any other module's tests share its module-scoped cluster."""
-    folder = item.path.relative_to(TESTS).parts[0]
+    folder = folder_of(item)
     if folder == "spark":
         return "spark"
     if folder == "sim":
@@ -46,7 +53,7 @@ def xdist_group(item: pytest.Item) -> str:
 
 
 def folder_rank(item: pytest.Item) -> int:
-    folder = item.path.relative_to(TESTS).parts[0]
+    folder = folder_of(item)
     return FOLDER_ORDER.index(folder) if folder in FOLDER_ORDER else len(FOLDER_ORDER)
 
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
+import os
 import signal
 import sys
 import time
@@ -178,6 +180,13 @@ def main() -> None:
     parser.add_argument("--assignor", help="range, roundrobin or cooperative-sticky")
     parser.add_argument("--protocol", choices=["classic", "consumer"], default="classic")
     args = parser.parse_args()
+    # The client library's own account goes to stderr, which the test keeps in NAME.err and
+    # quotes when a member does not reach what it waits for.
+    logging.basicConfig(
+        level=os.environ.get("RLOG_MEMBER_LOG_LEVEL", "INFO"),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     member = Member(args)
     signal.signal(signal.SIGTERM, member.stop)
     emit("started", client=args.client, time=time.time())

@@ -47,6 +47,7 @@ class MemberProcess:
     ) -> None:
         self.name = name
         self.output = directory / f"{name}.jsonl"
+        self.log = directory / f"{name}.err"
         command = [
             sys.executable, str(MEMBER_SCRIPT), "--client", client, "--bootstrap", bootstrap,
             "--group", group, "--topic", topic, "--commit", commit,
@@ -58,7 +59,7 @@ class MemberProcess:
             command += ["--instance-id", instance_id]
         if assignor is not None:
             command += ["--assignor", assignor]
-        with open(self.output, "wb") as out, open(directory / f"{name}.err", "wb") as err:
+        with open(self.output, "wb") as out, open(self.log, "wb") as err:
             self.process = subprocess.Popen(command, stdout=out, stderr=err)
 
     def events(self, kind: str | None = None) -> list[dict[str, Any]]:
@@ -91,8 +92,13 @@ class MemberProcess:
                 )
             time.sleep(0.1)
         raise AssertionError(
-            f"{self.name}: no {what} within {timeout_s} s; last: {self.events()[-3:]}"
+            f"{self.name}: no {what} within {timeout_s} s; last: {self.events()[-3:]}; "
+            f"its client's log ends:\n{self.log_tail()}"
         )
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The end of what the client library logged (stderr): why a join did not finish."""
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
     def kill(self) -> None:
         if self.process.poll() is None:
@@ -120,8 +126,9 @@ def wait_until(
         wait_for(what, check, timeout_s, every_s=0.1)
     except AssertionError:
         seen = {m.name: (m.process.poll(), m.events()[-3:]) for m in members}
+        logs = "".join(f"\n--- {m.name}'s client log ends:\n{m.log_tail(15)}" for m in members)
         raise AssertionError(
-            f"no {what} within {timeout_s} s; members' exit codes, events: {seen}"
+            f"no {what} within {timeout_s} s; members' exit codes, events: {seen}{logs}"
         ) from None
 
 

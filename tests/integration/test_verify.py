@@ -69,7 +69,10 @@ def test_promised_guarantees_hold_under_faults(
         assert summary["transactions"]["aborted"] > 0  # one in ten, hidden from the readers
         assert summary["values_read"] < summary["sends"]["ok"]
     else:
-        assert summary["values_read"] == summary["sends"]["ok"]
+        # Every acknowledged value was read; a send whose answer a kill cut off (info) may have
+        # landed too, and then it is read as well.
+        sends = summary["sends"]
+        assert sends["ok"] <= summary["values_read"] <= sends["ok"] + sends["info"], summary
 
 
 def test_an_acks_1_producer_cut_off_with_its_leader_loses_writes_reported_as_allowed(

@@ -31,7 +31,6 @@ import psutil
 import typer
 
 from rlog.cli import disks as disk_views
-from rlog.cli.certificates import demo_files
 from rlog.cli.discovery import (
     BootstrapOption,
     BrokerState,
@@ -48,8 +47,6 @@ from rlog.cli.discovery import (
 )
 from rlog.cli.terminal import CliError, ExitCode, Terminal, megabytes, short_duration
 from rlog.core.protocol.apis import ApiKey
-from rlog.daemon.config import ConfigError, load_config, parse_config
-from rlog.daemon.config_reload import set_key
 from rlog.daemon.data_dir import (
     LAUNCH_FILE,
     config_backup_path,
@@ -125,6 +122,8 @@ def _cluster_config(terminal: Terminal, data_dir: Path, given: Path | None) -> P
         if not copy.exists():
             _write_atomically(copy, NEW_CONFIG_HEADER.encode())
         return copy
+    from rlog.daemon.config import ConfigError, load_config
+
     try:
         text = given.read_bytes()
         load_config(given)  # a broken file must not replace a working copy
@@ -259,6 +258,8 @@ def _print_ready(terminal: Terminal, state: ClusterState, data_dir: Path, json_o
 def _client_settings(tls: dict[str, str], data_dir: Path) -> dict[str, str]:
     """The TLS settings to print: the demo CA's client certificate where the brokers' own
     (what rlog's tools use) would be, so users do not copy the brokers' key around."""
+    from rlog.cli.certificates import demo_files
+
     demo = demo_files(data_dir / "tls") if (data_dir / "tls" / "client.pem").exists() else None
     if demo is None or tls.get("ssl.certificate.location") != str(demo.broker):
         return tls
@@ -468,6 +469,10 @@ TLS_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SA
 def _configure_tls(data_dir: Path, config: Path) -> None:
     """Make (once) the demo CA and certificates in DATA_DIR/tls and set the cluster's config to
     use them; refuse a config that names its own listeners (it should set SSL there itself)."""
+    from rlog.cli.certificates import demo_files
+    from rlog.daemon.config import ConfigError, parse_config
+    from rlog.daemon.config_reload import set_key
+
     text = config.read_text()
     try:
         current = parse_config(text, str(config)).broker
@@ -492,6 +497,8 @@ def _configure_tls(data_dir: Path, config: Path) -> None:
 
 
 def _check_ports_free(plan: LaunchPlan) -> None:
+    from rlog.daemon.config import ConfigError, load_config
+
     ports = {plan.base_port + i: f"broker-{i + 1}" for i in range(plan.brokers)}
     try:
         controller_port = load_config(plan.config).cluster.controller_port

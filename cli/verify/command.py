@@ -14,7 +14,7 @@ import json
 import random
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -30,11 +30,10 @@ from rlog.cli.discovery import (
 )
 from rlog.cli.produce import Acks
 from rlog.cli.terminal import CliError, ExitCode, parse_properties
-from rlog.cli.verify.history import write_jsonl
-from rlog.cli.verify.run import RunSettings, VerifyError, execute
 from rlog.cli.verify.scenarios import SCENARIOS, Nemesis
-from rlog.cli.verify.verdict import Verdict, render_table
-from rlog.daemon.config import ConfigError, load_config
+
+if TYPE_CHECKING:
+    from rlog.cli.verify.verdict import Verdict
 
 
 def verify(
@@ -121,6 +120,11 @@ def verify(
 ) -> None:
     """Run producers and a consumer group against the cluster while a nemesis breaks it, then
     check the history for lost, duplicated, reordered and aborted reads, as Jepsen does."""
+    # The workload, the checkers and the report load when a run starts, not with every command.
+    from rlog.cli.verify.history import write_jsonl
+    from rlog.cli.verify.run import RunSettings, VerifyError, execute
+    from rlog.cli.verify.verdict import render_table
+
     settings = settings_of(ctx).override(bootstrap=bootstrap, data_dir=data_dir)
     terminal = settings.terminal
     if scenario not in SCENARIOS:
@@ -211,6 +215,8 @@ def verify(
 
 
 def _session_timeout_s(config_path: str | None) -> float:
+    from rlog.daemon.config import ConfigError, load_config  # the config schema: only here
+
     try:
         config = load_config(Path(config_path) if config_path else None)
     except (ConfigError, OSError):

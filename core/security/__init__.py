@@ -11,75 +11,7 @@
 
 Nothing here reads a clock, draws random numbers or does I/O: time comes in as `now_ms`, and
 randomness (SCRAM nonces) from a callable the daemon gives.
+
+Import from the modules themselves: this package re-exports nothing, so a command that needs one
+constant of `scram.py` does not load the authorizer and the SASL machines with it.
 """
-
-from rlog.core.security.acl import (
-    ANY_ACL,
-    CLUSTER_NAME,
-    AclBinding,
-    AclFilter,
-    AclOperation,
-    AclPermissionType,
-    Authorizer,
-    Decision,
-    DecisionReason,
-    PatternType,
-    ResourceType,
-    parse_super_users,
-    validate_binding,
-    validate_filter,
-)
-from rlog.core.security.api_operations import API_AUTHORIZATION, ApiAuthorization, Check, Grant
-from rlog.core.security.mechanism import AuthenticationFailed, SaslMechanismServer
-from rlog.core.security.plain import PlainServer, password_table
-from rlog.core.security.sasl import (
-    SaslAnswer,
-    SaslConfig,
-    SaslSession,
-    SaslState,
-    Verdict,
-    standard_mechanisms,
-)
-from rlog.core.security.scram import (
-    ScramCredential,
-    ScramMechanism,
-    ScramServer,
-    credential_from_salted_password,
-    new_credential,
-)
-
-__all__ = [
-    "ANY_ACL",
-    "API_AUTHORIZATION",
-    "CLUSTER_NAME",
-    "AclBinding",
-    "AclFilter",
-    "AclOperation",
-    "AclPermissionType",
-    "ApiAuthorization",
-    "AuthenticationFailed",
-    "Authorizer",
-    "Check",
-    "Decision",
-    "DecisionReason",
-    "Grant",
-    "PatternType",
-    "PlainServer",
-    "ResourceType",
-    "SaslAnswer",
-    "SaslConfig",
-    "SaslMechanismServer",
-    "SaslSession",
-    "SaslState",
-    "ScramCredential",
-    "ScramMechanism",
-    "ScramServer",
-    "Verdict",
-    "credential_from_salted_password",
-    "new_credential",
-    "parse_super_users",
-    "password_table",
-    "standard_mechanisms",
-    "validate_binding",
-    "validate_filter",
-]

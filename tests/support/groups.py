@@ -17,8 +17,8 @@ from support.replication import CONFIG, wait_for
 MEMBER_SCRIPT = Path(__file__).with_name("group_member.py")
 STOP_TIMEOUT_S = 15.0
 # Longer than the clients' default request timeouts (kafka-python 30 s, aiokafka 40 s): a request
-# that a client gives up on and sends again must not fail a test that waits for a member to join.
-FIRST_JOIN_TIMEOUT_S = 60.0
+# that a client gives up on and sends again must not fail a test that waits on a member.
+MEMBER_WAIT_TIMEOUT_S = 60.0
 
 # The replication tests' cluster (RF=3, min.insync=2, 3 s broker sessions), with a small
 # __consumer_offsets and no initial rebalance delay.
@@ -85,7 +85,7 @@ class MemberProcess:
         return self.events("record")
 
     def wait_for(
-        self, what: str, check: Callable[[], bool], timeout_s: float = FIRST_JOIN_TIMEOUT_S
+        self, what: str, check: Callable[[], bool], timeout_s: float = MEMBER_WAIT_TIMEOUT_S
     ) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

@@ -23,7 +23,6 @@ everything that is not an rlog process (Kafka clients).
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import logging
 import re
@@ -93,10 +92,6 @@ class Faults:
         )
         return True
 
-    async def delay(self) -> None:
-        if self.rules.delay_ms:
-            await asyncio.sleep(self.rules.delay_ms / 1000)
-
     def gate(self, peer: str) -> OutboundGate:
         return OutboundGate(self, peer)
 
@@ -117,10 +112,12 @@ class OutboundGate:
         rules = self.faults.rules
         return not rules.delay_ms and self.peer not in rules.cut
 
-    async def __call__(self) -> None:
+    def delay_s(self) -> float:
+        return self.faults.rules.delay_ms / 1000
+
+    def check(self) -> None:
         if self.faults.is_cut(self.peer):
             raise WireError(f"link to {self.peer} cut (chaos)")
-        await self.faults.delay()
 
 
 class StallingFile(FaultyFile):

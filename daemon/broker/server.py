@@ -221,6 +221,8 @@ class _Connection:
         self.codec = ServerConnection(server.max_request_bytes, server.supported)
         self.loop = asyncio.get_running_loop()
         self.slots: deque[_Slot] = deque()
+        # Chaos delay: requests read but not started yet, in arrival order, with when they may.
+        self.delayed: deque[tuple[float, _Slot]] = deque()
         self.output: deque[bytes | memoryview | FileSlice] = deque()
         self.output_bytes = 0
         self.reading = False
@@ -346,8 +348,8 @@ class _Connection:
                 continue
             slot = _Slot(event)
             self.slots.append(slot)
-            if faults is not None and faults.rules.delay_ms:
-                self._spawn(self._handle_later(slot, faults))
+            if faults is not None and (faults.rules.delay_ms or self.delayed):
+                self._delay(slot, faults.rules.delay_ms)
             else:
                 self._start(slot)
         self._pace_reading()
@@ -518,9 +520,25 @@ class _Connection:
             return
         self._answer(slot, body)
 
-    async def _handle_later(self, slot: _Slot, faults: Faults) -> None:
-        await faults.delay()
-        self._start(slot)
+    def _delay(self, slot: _Slot, delay_ms: int) -> None:
+        """Chaos: start `slot` `delay_ms` from now, but never before the requests read ahead of
+        it. A slow link delays a TCP stream, it does not reorder it: a request overtaking one
+        still delayed (once the delay shrinks or is healed) would reach the log first, and an
+        idempotent producer's next batch would find its sequence out of order."""
+        self.delayed.append((self.loop.time() + delay_ms / 1000, slot))
+        if len(self.delayed) == 1:
+            self._spawn(self._release_delayed())
+
+    async def _release_delayed(self) -> None:
+        while self.delayed and not self.closed:
+            due, slot = self.delayed[0]
+            wait = due - self.loop.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+                continue
+            self.delayed.popleft()
+            self._start(slot)
+        self.delayed.clear()
 
     def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
         task = self.loop.create_task(coroutine)

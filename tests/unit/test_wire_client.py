@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 
 from rlog.core.protocol.apis import ApiKey
-from rlog.core.protocol.connection import Request
+from rlog.core.protocol.connection import NEED_DATA, ClientConnection, Request
+from rlog.daemon.broker.faults import Faults
 from rlog.daemon.broker.server import BrokerServer
+from rlog.daemon.faults_file import FaultRules
 from rlog.daemon.wire import KafkaClient, WireError
 
 Reply = Callable[[dict[str, Any] | None], None]
@@ -41,8 +43,10 @@ class Handlers:
         }
 
 
-async def serving(handlers: Handlers) -> tuple[BrokerServer, asyncio.Task[None], int]:
-    server = BrokerServer(handlers, max_request_bytes=1 << 20)
+async def serving(
+    handlers: Handlers, faults: Faults | None = None
+) -> tuple[BrokerServer, asyncio.Task[None], int]:
+    server = BrokerServer(handlers, max_request_bytes=1 << 20, faults=faults)
     server.listen("127.0.0.1", 0)
     assert server._listener is not None
     return server, asyncio.create_task(server.serve()), server._listener.getsockname()[1]
@@ -130,11 +134,15 @@ def test_a_timeout_fails_everything_waiting_and_the_next_request_connects_again(
 class CutGate:
     def __init__(self) -> None:
         self.cut = True
+        self.delay = 0.0
 
     def open_now(self) -> bool:
-        return not self.cut
+        return not self.cut and not self.delay
 
-    async def __call__(self) -> None:
+    def delay_s(self) -> float:
+        return self.delay
+
+    def check(self) -> None:
         if self.cut:
             raise WireError("link cut (chaos)")
 
@@ -154,3 +162,74 @@ def test_a_cut_gate_refuses_and_an_open_one_lets_requests_through() -> None:
         await server.close()
 
     asyncio.run(scenario())
+
+
+def test_a_delayed_link_delays_requests_without_reordering_them() -> None:
+    """A request sent while the link is slow goes first even if the delay ends before it has
+    passed: a later one overtaking it would reach a leader's log first (an idempotent
+    producer's next batch would find its sequence out of order)."""
+
+    async def scenario() -> tuple[str, str, float]:
+        server, task, port = await serving(Handlers())
+        gate = CutGate()
+        gate.cut = False
+        client = KafkaClient("127.0.0.1", port, gate=gate)
+        started = asyncio.get_running_loop().time()
+        gate.delay = 0.3
+        first = asyncio.ensure_future(
+            client.request(ApiKey.METADATA, 8, METADATA_BODY, timeout_s=5)
+        )
+        await asyncio.sleep(0)
+        gate.delay = 0.0  # healed: the next request must still wait behind the first
+        second = await client.request(ApiKey.METADATA, 8, METADATA_BODY, timeout_s=5)
+        waited = asyncio.get_running_loop().time() - started
+        answer = await first
+        client.close()
+        task.cancel()
+        await server.close()
+        return str(answer["cluster_id"]), str(second["cluster_id"]), waited
+
+    first_id, second_id, waited = asyncio.run(scenario())
+    assert (first_id, second_id) == ("0", "1"), "correlation ids follow the order of sending"
+    assert waited >= 0.3
+
+
+class RecordingHandlers(Handlers):
+    """Handlers that note the order requests reach them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.handled: list[int] = []
+
+    async def handle(self, request: Request) -> dict[str, Any] | None:
+        self.handled.append(request.correlation_id)
+        return await super().handle(request)
+
+
+def test_a_delayed_broker_starts_requests_in_the_order_they_came() -> None:
+    """Inbound, the same: a request read after the delay was healed waits for the one read
+    before it, still delayed."""
+
+    async def scenario() -> list[int]:
+        handlers = RecordingHandlers()
+        faults = Faults(None, rules=FaultRules(delay_ms=300))
+        server, task, port = await serving(handlers, faults)
+        codec = ClientConnection()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(codec.send_request(ApiKey.METADATA, 8, METADATA_BODY))
+        await writer.drain()
+        await asyncio.sleep(0.1)  # the broker has read the first, and holds it
+        faults.rules = FaultRules()  # healed
+        writer.write(codec.send_request(ApiKey.METADATA, 8, METADATA_BODY))
+        await writer.drain()
+        answers = []
+        while len(answers) < 2:
+            codec.receive_data(await reader.read(65536))
+            while (event := codec.next_event()) is not NEED_DATA:
+                answers.append(event)
+        writer.close()
+        task.cancel()
+        await server.close()
+        return handlers.handled
+
+    assert asyncio.run(scenario()) == [0, 1]

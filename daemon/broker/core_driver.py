@@ -104,6 +104,15 @@ class BrokerDriver:
         to a follower's parked fetch carries every produce read in the same pass."""
         if self._closed:
             return  # an answer that arrived while the broker stopped
+        if self.log_dir is not None and self.log_dir.failure is not None:
+            # A write earlier in this pass failed the log dir: the core must know before the
+            # next request, as Kafka's log refuses every call once its dir is offline. Else the
+            # next Produce of a pipelining idempotent producer is checked against the state the
+            # failed append never updated, and answered OUT_OF_ORDER_SEQUENCE_NUMBER instead of
+            # KAFKA_STORAGE_ERROR. librdkafka bumps its epoch on that and sends every record not
+            # yet acknowledged again as new, including those of appended batches whose wait for
+            # the ISR the failure ended: duplicates, once a follower has them.
+            self._take_log_dir_failure(settle=False)
         self.core.step(event, now_ms(), settle=False)
         if not self._settle_scheduled:
             self._settle_scheduled = True
@@ -176,8 +185,9 @@ class BrokerDriver:
         if self._take_log_dir_failure():
             self._do_readies()
 
-    def _take_log_dir_failure(self) -> bool:
-        """Step the log dir's failure into the core, once; whether it did."""
+    def _take_log_dir_failure(self, *, settle: bool = True) -> bool:
+        """Step the log dir's failure into the core, once; whether it did. `settle` False: in
+        the middle of a pass, whose end settles the core (step)."""
         failure = self.log_dir.failure if self.log_dir is not None else None
         if failure is None or self.core.offline is not None:
             return False
@@ -191,7 +201,7 @@ class BrokerDriver:
                 log_dir=self.core.data_dir,
                 reason=failure,
             )
-        self.core.step(LogDirFailed(failure), now_ms())
+        self.core.step(LogDirFailed(failure), now_ms(), settle=settle)
         self.offline.set()
         return True
 

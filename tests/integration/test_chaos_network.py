@@ -4,13 +4,20 @@ checks a Jepsen nemesis run makes: nothing acknowledged with acks=all is lost or
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import time
 import uuid
 
 from confluent_kafka import KafkaError, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
+from rlog.core.protocol.apis import ApiKey
+from rlog.core.protocol.connection import NEED_DATA, ClientConnection
+from rlog.core.protocol.errors import ErrorCode
+from rlog.core.records import build_batch
+from rlog.daemon.wire import BlockingKafkaClient
 from support.clients import confluent_consume
 from support.replication import (
     CONFIG,
@@ -91,6 +98,83 @@ def test_a_full_disk_refuses_produce_but_serves_reads(cluster_factory) -> None:
         cluster.chaos_request({"op": "disk", "target": f"broker-{leader}", "state": "ok"})
     assert produce_one(cluster.bootstrap, topic) is None
     assert len(confluent_consume(cluster.bootstrap, topic, [0], 2, timeout_s=20)) == 2
+
+
+def idempotent_produce(
+    codec: ClientConnection, topic: str, producer_id: int, sequence: int
+) -> bytes:
+    """A Produce frame of one idempotent batch (acks=all), as librdkafka pipelines them."""
+    batch = build_batch(
+        [(None, b"%d" % sequence)],
+        producer_id=producer_id,
+        producer_epoch=0,
+        base_sequence=sequence,
+    )
+    body = {
+        "transactional_id": None,
+        "acks": -1,
+        "timeout_ms": 5000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
+    }
+    return codec.send_request(ApiKey.PRODUCE, 8, body)
+
+
+def produce_errors(sock: socket.socket, codec: ClientConnection, frames: list[bytes]) -> list[int]:
+    """Send `frames` in one write (the broker reads them in one pass); their error codes."""
+    sock.sendall(b"".join(frames))
+    errors: list[int] = []
+    while len(errors) < len(frames):
+        event = codec.next_event()
+        if event is NEED_DATA:
+            chunk = sock.recv(65536)
+            assert chunk, "the broker closed the connection instead of answering"
+            codec.receive_data(chunk)
+            continue
+        (partition,) = event.body["responses"][0]["partition_responses"]
+        errors.append(partition["error_code"])
+    return errors
+
+
+def test_requests_after_a_failed_write_get_the_storage_error(cluster_factory) -> None:
+    """Once a write fails the log dir, every later request of the same read gets
+    KAFKA_STORAGE_ERROR, as from Kafka. An idempotent producer's next pipelined batch must not be
+    told OUT_OF_ORDER_SEQUENCE_NUMBER (the batch before it was not appended): librdkafka answers
+    that by bumping its epoch and sending every unacknowledged record again as new."""
+    cluster = cluster_factory(brokers=1)
+    topic = f"pipelined-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result(15)
+    host, port = cluster.bootstrap.split(":")
+    with BlockingKafkaClient(host, int(port), timeout_s=10) as client:
+        granted = client.request(
+            ApiKey.INIT_PRODUCER_ID,
+            4,
+            {
+                "transactional_id": None,
+                "transaction_timeout_ms": -1,
+                "producer_id": -1,
+                "producer_epoch": -1,
+            },
+        )
+    assert granted["error_code"] == 0, granted
+    producer_id = granted["producer_id"]
+    codec = ClientConnection()
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        wait_for(
+            "the topic's first batch to be acknowledged",
+            lambda: (
+                produce_errors(sock, codec, [idempotent_produce(codec, topic, producer_id, 0)])
+                == [0]
+            ),
+        )
+        cluster.chaos_request({"op": "disk", "target": "broker-1", "state": "full"})
+        try:
+            pipelined = [idempotent_produce(codec, topic, producer_id, seq) for seq in (1, 2)]
+            errors = produce_errors(sock, codec, pipelined)
+        finally:
+            cluster.chaos_request({"op": "disk", "target": "broker-1", "state": "ok"})
+    storage_error = ErrorCode.KAFKA_STORAGE_ERROR
+    assert errors == [storage_error, storage_error], [ErrorCode(e).name for e in errors]
 
 
 def test_a_delayed_broker_answers_late(cluster_factory) -> None:

@@ -358,9 +358,20 @@ class BrokerNode:
 
     def step(self, event: Event) -> None:
         """As the daemon's driver: the core settles (and its Ready is done) once everything
-        delivered at this instant has been stepped, in `settle`, not after each event."""
+        delivered at this instant has been stepped, in `settle`, not after each event. A write
+        that failed the log dir is stepped in before the next event, as the driver does."""
+        if self._log_dir_failed():
+            self.core.step(LogDirFailed("a simulated disk failure"), self.sim.now_ms, settle=False)
         self.core.step(event, self.sim.now_ms, settle=False)
         self.unsettled = True
+
+    def _log_dir_failed(self) -> bool:
+        """A write failed since the start, and the daemon would take the dir offline for it."""
+        return (
+            self.offline_on_failure
+            and self.core.offline is None
+            and self.fs.failures > self._disk_failures_at_start
+        )
 
     def settle(self) -> None:
         if self.unsettled:
@@ -402,11 +413,7 @@ class BrokerNode:
             for txn_event in ready.txn_events:
                 self.sim.trace(f"b{self.broker_id} {txn_event.message}")
             core.advance(ready, failed_syncs=failed)
-        if (
-            self.offline_on_failure
-            and self.core.offline is None
-            and self.fs.failures > self._disk_failures_at_start
-        ):
+        if self._log_dir_failed():
             self.core.step(LogDirFailed("a simulated disk failure"), self.sim.now_ms)
             self._drain()
 

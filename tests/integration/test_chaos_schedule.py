@@ -11,8 +11,9 @@ from support.replication import (
     CONFIG,
     NumberedProducer,
     create_replicated_topic,
+    explain_duplicates,
     partition_state,
-    read_numbers,
+    read_numbered,
     wait_for,
 )
 
@@ -60,7 +61,10 @@ def test_a_seeded_nemesis_run_loses_and_duplicates_nothing(cluster_factory) -> N
     finally:
         producer.stop()
     assert not producer.failed, producer.failed[:10]
-    numbers = read_numbers(cluster, topic, len(producer.acked))
+    numbered = read_numbered(cluster, topic, len(producer.acked))
+    numbers = [number for number, _ in numbered]
     missing = sorted(set(producer.acked) - set(numbers))
     assert not missing, f"{len(missing)} acknowledged records lost: {missing[:20]}"
-    assert len(numbers) == len(set(numbers)), "duplicates despite idempotence"
+    assert len(numbers) == len(set(numbers)), "duplicates despite idempotence:\n" + (
+        explain_duplicates(cluster, topic, numbered)
+    )

@@ -11,6 +11,7 @@ from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from rlog.core.protocol.apis import ApiKey
+from rlog.core.records import iter_batches
 from rlog.daemon.wire import BlockingKafkaClient, WireError
 from support.clients import confluent_consume
 from support.cluster import Cluster
@@ -172,5 +173,34 @@ class NumberedProducer:
 
 
 def read_numbers(cluster: Cluster, topic: str, count: int) -> list[int]:
+    return [number for number, _ in read_numbered(cluster, topic, count)]
+
+
+def read_numbered(cluster: Cluster, topic: str, count: int) -> list[tuple[int, int]]:
+    """(value, offset) of partition 0's records from the start."""
     messages = confluent_consume(every_broker(cluster), topic, [0], count, timeout_s=60)
-    return [int(m.value) for m in messages if m.value is not None]
+    return [(int(m.value), m.offset) for m in messages if m.value is not None]
+
+
+def explain_duplicates(cluster: Cluster, topic: str, numbered: list[tuple[int, int]]) -> str:
+    """For each value read more than once: its offsets, and the batches holding those offsets in
+    every broker's log (producer id, epoch, sequence, leader epoch), so a failure says whether
+    the broker appended a retry twice or the client sent the value again under a new sequence."""
+    offsets: dict[int, list[int]] = {}
+    for number, offset in numbered:
+        offsets.setdefault(number, []).append(offset)
+    repeated = {number: found for number, found in offsets.items() if len(found) > 1}
+    lines = [f"value {number} at offsets {found}" for number, found in list(repeated.items())[:10]]
+    wanted = {offset for found in repeated.values() for offset in found}
+    for broker_dir in sorted(cluster.data_dir.glob("broker-*")):
+        for segment in sorted((broker_dir / f"{topic}-0").glob("*.log")):
+            data = segment.read_bytes()
+            for _, header in iter_batches(data):
+                if any(header.base_offset <= o <= header.last_offset for o in wanted):
+                    lines.append(
+                        f"{broker_dir.name}: offsets {header.base_offset}-{header.last_offset} "
+                        f"producer {header.producer_id} epoch {header.producer_epoch} "
+                        f"sequence {header.base_sequence} leader epoch "
+                        f"{header.partition_leader_epoch}"
+                    )
+    return "\n".join(lines)

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,11 @@ GROUP_CONFIG = (
 "group.min.session.timeout.ms" = 1000
 """
 )
+
+
+class MemberExited(Exception):
+    """A member process ended before what a test waited for (not an AssertionError: the wait
+    must stop at once, not take it for "not yet")."""
 
 
 class MemberProcess:
@@ -87,19 +91,20 @@ class MemberProcess:
     def wait_for(
         self, what: str, check: Callable[[], bool], timeout_s: float = MEMBER_WAIT_TIMEOUT_S
     ) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        def reached() -> bool:
             if check():
-                return
+                return True
             if self.process.poll() is not None:
-                raise AssertionError(
-                    f"{self.name} exited ({self.process.returncode}) before {what}"
-                )
-            time.sleep(0.1)
-        raise AssertionError(
-            f"{self.name}: no {what} within {timeout_s} s; last: {self.events()[-3:]}; "
-            f"its client's log ends:\n{self.log_tail()}"
-        )
+                raise MemberExited(f"{self.name} exited ({self.process.returncode}) before {what}")
+            return False
+
+        try:
+            wait_for(what, reached, timeout_s, every_s=0.1)
+        except AssertionError:
+            raise AssertionError(
+                f"{self.name}: no {what} within {timeout_s} s; last: {self.events()[-3:]}; "
+                f"its client's log ends:\n{self.log_tail()}"
+            ) from None
 
     def log_tail(self, lines: int = 40) -> str:
         """The end of what the client library logged (stderr): why a join did not finish."""

@@ -126,8 +126,19 @@ def watermarks(
     return {key: _watermark(consumer, key) for key in keys}
 
 
-# Errors a leader change causes; librdkafka refreshes metadata, so asking again finds the leader.
-_RETRIABLE = {"NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE", "_TRANSPORT", "_TIMED_OUT"}
+# Errors a leader change or a dead broker causes; librdkafka refreshes metadata, so asking
+# again finds the leader. _DESTROY_BROKER: the request waited on the handle of a broker that left
+# the metadata (killed), which librdkafka decommissions (seen in CI's leader-kill pipeline test).
+_RETRIABLE = {
+    "NOT_LEADER_FOR_PARTITION",
+    "LEADER_NOT_AVAILABLE",
+    "FENCED_LEADER_EPOCH",
+    "UNKNOWN_LEADER_EPOCH",
+    "KAFKA_STORAGE_ERROR",
+    "_TRANSPORT",
+    "_TIMED_OUT",
+    "_DESTROY_BROKER",
+}
 
 
 def _watermark(consumer: Consumer, key: TopicPartitionKey) -> tuple[int, int]:

@@ -6,7 +6,8 @@ stays cut across a restart, as a real network partition would. The rules act whe
 - inbound: a request from a cut peer closes its connection (like a firewall's REJECT), so
   the peer sees a dead link, retries and backs off;
 - outbound: requests to a cut peer (the controller, another broker) fail at once;
-- delay: every request in and out waits `delay_ms` first;
+- delay: every request in and out waits `delay_ms` first, behind the ones before it on its
+  connection (a slow link delays a stream, it does not reorder it);
 - disk: "full" makes every log append and checkpoint write fail with ENOSPC; "stall" makes every
   log write and fsync hang for STALL_S first. Either takes the broker's log dir offline (the
   file system reports every write to log_dir.py's LogDirHealth): it answers KAFKA_STORAGE_ERROR,

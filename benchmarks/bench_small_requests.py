@@ -3,6 +3,7 @@
     python benchmarks/bench_small_requests.py              # 3 rounds, ~2 minutes
     python benchmarks/bench_small_requests.py --rounds 5 --seconds 30 --json
     python benchmarks/bench_small_requests.py --client confluent   # the Python producers
+    python benchmarks/bench_small_requests.py --profile /tmp/profile  # py-spy of the brokers
 
 One rlog cluster (``rlog cluster up --brokers 3``, RF=3, min.insync.replicas=2, acks=all, 100-byte
 records; the same three topics throughout), measured in rounds; each round runs:
@@ -37,6 +38,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from broker_profile import profile_phase, report
 from peers import loadgen
 from peers import rlog as rlog_peer
 from peers.common import Cluster
@@ -137,6 +139,13 @@ def main() -> None:
         help="of the steady phase",
     )
     parser.add_argument("--json", action="store_true", help="print every round as JSON")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="before the rounds, run the steady phase once with py-spy sampling each broker: "
+        "collapsed stacks in DIR, the hottest functions printed",
+    )
     args = parser.parse_args()
     settings = Settings(
         records=args.records,
@@ -154,6 +163,14 @@ def main() -> None:
     try:
         create_the_topics(cluster, settings)
         measure_phase("warm-up", cluster, {"steady": TOPICS["steady"]}, settings)
+        if args.profile is not None:
+            profiles = profile_phase(
+                cluster,
+                args.profile,
+                settings.steady_seconds,
+                lambda: measure_phase("steady", cluster, TOPICS, settings),
+            )
+            print(report(profiles), file=sys.stderr)
         for index in range(args.rounds):
             rounds.append(one_round(cluster, settings))
             print(f"round {index + 1}: {json.dumps(medians(rounds[-1:]))}", file=sys.stderr)

@@ -11,7 +11,7 @@ from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from rlog.core.protocol.apis import ApiKey
-from rlog.core.records import iter_batches
+from rlog.core.records import CorruptRecordError, iter_batches
 from rlog.daemon.wire import BlockingKafkaClient, WireError
 from support.clients import confluent_consume
 from support.cluster import Cluster
@@ -194,8 +194,13 @@ def explain_duplicates(cluster: Cluster, topic: str, numbered: list[tuple[int, i
     wanted = {offset for found in repeated.values() for offset in found}
     for broker_dir in sorted(cluster.data_dir.glob("broker-*")):
         for segment in sorted((broker_dir / f"{topic}-0").glob("*.log")):
-            data = segment.read_bytes()
-            for _, header in iter_batches(data):
+            headers = []
+            try:
+                for _, header in iter_batches(segment.read_bytes()):
+                    headers.append(header)
+            except (OSError, CorruptRecordError) as error:  # a torn tail: say so, go on
+                lines.append(f"{broker_dir.name}: {segment.name} ends unreadable: {error}")
+            for header in headers:
                 if any(header.base_offset <= o <= header.last_offset for o in wanted):
                     lines.append(
                         f"{broker_dir.name}: offsets {header.base_offset}-{header.last_offset} "

@@ -18,29 +18,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psutil
 from peers.common import Cluster
 
+from rlog.cli.discovery import read_cluster_state
+
 SAMPLES_PER_S = 250
-BROKER_MODULE = "rlog.daemon.broker"
 
 
 def broker_pids(cluster: Cluster) -> dict[int, int]:
-    """Broker id -> pid of each broker process of an rlog cluster (rlogd's children)."""
-    found: dict[int, int] = {}
-    for pid in cluster.pids():
-        try:
-            processes = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
-        except psutil.Error:
-            continue
-        for process in processes:
-            try:
-                argv = process.cmdline()
-            except psutil.Error:
-                continue
-            if BROKER_MODULE in argv and "--id" in argv:
-                found[int(argv[argv.index("--id") + 1])] = process.pid
-    return dict(sorted(found.items()))
+    """Broker id -> pid of each running broker, from rlogd's status file in the data dir."""
+    state = read_cluster_state(cluster.root / "data")
+    if state is None:
+        return {}
+    return {b.id: b.pid for b in state.brokers if b.id is not None and b.pid is not None}
 
 
 @dataclass(frozen=True)

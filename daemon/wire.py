@@ -26,6 +26,7 @@ from rlog.core.protocol.connection import (
     RemoteProtocolError,
     Response,
 )
+from rlog.daemon.ordered_delay import OrderedDelay
 
 Body = dict[str, Any]
 RECEIVE_CHUNK_BYTES = 256 * 1024
@@ -118,7 +119,7 @@ class KafkaClient:
         self._connecting: asyncio.Task[None] | None = None
         self._waiting: deque[_Waiter] = deque()  # sent, in the order answers will come
         self._queued: list[_Waiter] = []  # waiting for the connection
-        self._held: deque[tuple[float, _Waiter]] = deque()  # chaos: delayed, with when they go
+        self._held: OrderedDelay[_Waiter] = OrderedDelay(self._pass_gate, self._spawn)  # chaos
         self._tasks: set[asyncio.Task[None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -157,34 +158,21 @@ class KafkaClient:
         waiter = _Waiter(api_key, version, body, timeout_s, on_answer)
         gate = self.gate
         if gate is not None and (self._held or not gate.open_now()):
-            self._hold(gate, waiter)
+            self._held.hold(waiter, gate.delay_s())
             return
         self._send_now(waiter)
 
-    def _hold(self, gate: Gate, waiter: _Waiter) -> None:
-        """Chaos: send `waiter` once the link's delay has passed, but never ahead of a request
-        sent before it: a slow link delays a stream of requests, it does not reorder it."""
-        due = asyncio.get_running_loop().time() + gate.delay_s()
-        self._held.append((due, waiter))
-        if len(self._held) == 1:
-            self._spawn(self._release_held(gate))
-
-    async def _release_held(self, gate: Gate) -> None:
-        loop = asyncio.get_running_loop()
-        while self._held:
-            due, waiter = self._held[0]
-            wait = due - loop.time()
-            if wait > 0:
-                await asyncio.sleep(wait)
-                continue
-            self._held.popleft()
-            try:
-                gate.check()
-            except WireError as error:
-                self.close()
-                waiter.on_answer(None, error)
-                continue
-            self._send_now(waiter)
+    def _pass_gate(self, waiter: _Waiter) -> None:
+        """A delayed request's turn (OrderedDelay keeps the order they were sent in): it goes,
+        or fails if the link is cut now."""
+        assert self.gate is not None
+        try:
+            self.gate.check()
+        except WireError as error:
+            self.close()
+            waiter.on_answer(None, error)
+            return
+        self._send_now(waiter)
 
     def _send_now(self, waiter: _Waiter) -> None:
         loop = self._loop

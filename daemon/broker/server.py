@@ -75,6 +75,7 @@ from rlog.daemon.broker.authorization import (
 )
 from rlog.daemon.broker.faults import Faults, peer_of
 from rlog.daemon.faults_file import CLIENTS
+from rlog.daemon.ordered_delay import OrderedDelay
 from rlog.daemon.tls import TlsSession
 
 log = logging.getLogger(__name__)
@@ -221,8 +222,8 @@ class _Connection:
         self.codec = ServerConnection(server.max_request_bytes, server.supported)
         self.loop = asyncio.get_running_loop()
         self.slots: deque[_Slot] = deque()
-        # Chaos delay: requests read but not started yet, in arrival order, with when they may.
-        self.delayed: deque[tuple[float, _Slot]] = deque()
+        # Chaos delay: requests read but not started yet, started in the order they came.
+        self.delayed: OrderedDelay[_Slot] = OrderedDelay(self._start, self._spawn)
         self.output: deque[bytes | memoryview | FileSlice] = deque()
         self.output_bytes = 0
         self.reading = False
@@ -349,7 +350,7 @@ class _Connection:
             slot = _Slot(event)
             self.slots.append(slot)
             if faults is not None and (faults.rules.delay_ms or self.delayed):
-                self._delay(slot, faults.rules.delay_ms)
+                self.delayed.hold(slot, faults.rules.delay_ms / 1000)
             else:
                 self._start(slot)
         self._pace_reading()
@@ -520,26 +521,6 @@ class _Connection:
             return
         self._answer(slot, body)
 
-    def _delay(self, slot: _Slot, delay_ms: int) -> None:
-        """Chaos: start `slot` `delay_ms` from now, but never before the requests read ahead of
-        it. A slow link delays a TCP stream, it does not reorder it: a request overtaking one
-        still delayed (once the delay shrinks or is healed) would reach the log first, and an
-        idempotent producer's next batch would find its sequence out of order."""
-        self.delayed.append((self.loop.time() + delay_ms / 1000, slot))
-        if len(self.delayed) == 1:
-            self._spawn(self._release_delayed())
-
-    async def _release_delayed(self) -> None:
-        while self.delayed and not self.closed:
-            due, slot = self.delayed[0]
-            wait = due - self.loop.time()
-            if wait > 0:
-                await asyncio.sleep(wait)
-                continue
-            self.delayed.popleft()
-            self._start(slot)
-        self.delayed.clear()
-
     def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
         task = self.loop.create_task(coroutine)
         self.tasks.add(task)
@@ -695,6 +676,7 @@ class _Connection:
             self.writing = False
         for task in self.tasks:
             task.cancel()
+        self.delayed.clear()
         self.slots.clear()
         self.output.clear()
         with contextlib.suppress(OSError):

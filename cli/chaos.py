@@ -21,7 +21,9 @@ from rlog.daemon.faults_file import LOSE_ANSWERS_MAX
 
 app = typer.Typer(
     help="Kill, stop, pause, resume or restart a process; cut links, slow a broker, break a "
-    "disk, lose answers.",
+    "disk, lose answers. The link, delay, disk and lose-answers verbs return once the brokers "
+    "have the new rules in force (a paused broker once resumed; the answer says so), so what a "
+    "client sends next meets them.",
     no_args_is_help=True,
 )
 

@@ -12,7 +12,8 @@ names are spelled here once::
       rlog.toml         the cluster's own config: `rlog cluster up` copies --config here
       meta.properties   the cluster id (also in controller/ and each broker-N/)
       controller/       the controller's metadata log
-      broker-N/         broker N's logs, plus faults.json (its chaos rules) and traffic.json
+      broker-N/         broker N's logs, plus faults.json (its chaos rules), faults.applied.json
+                        (the rules it last put in force) and traffic.json
       logs/NAME.log     each process's own output (controller.log, broker-N.log)
       events/NAME.jsonl each process's event journal (rlogd, controller, broker-N)
 
@@ -37,6 +38,7 @@ EVENTS_DIR = "events"
 JOURNAL_SUFFIX = ".jsonl"
 # In each broker's own directory.
 FAULTS_FILE = "faults.json"
+FAULTS_APPLIED_FILE = "faults.applied.json"
 TRAFFIC_FILE = "traffic.json"
 
 
@@ -105,6 +107,11 @@ def journal_path(data_dir: Path, source: str) -> Path:
 def faults_path(broker_directory: Path) -> Path:
     """A broker's chaos rules, in its own directory (see rlog.daemon.faults_file)."""
     return broker_directory / FAULTS_FILE
+
+
+def faults_applied_path(faults_file: Path) -> Path:
+    """Where the broker that reads `faults_file` acknowledges the rules it put in force."""
+    return faults_file.with_name(FAULTS_APPLIED_FILE)
 
 
 def traffic_path(broker_directory: Path) -> Path:

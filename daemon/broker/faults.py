@@ -2,7 +2,11 @@
 
 rlogd writes the rules to the broker's faults file (JSON, shaped as rlog.daemon.faults_file
 says) and sends it SIGUSR1; the broker reads the file again then, and at start, so a cut link
-stays cut across a restart, as a real network partition would. The rules act where the traffic is:
+stays cut across a restart, as a real network partition would. Each read ends by writing the
+rules now in force to faults.applied.json beside it: rlogd answers a chaos request only once they
+are there, so a request a client sends after `rlog chaos` returns meets the new rules (the
+signal alone is handled when the event loop gets to it, maybe after requests already read).
+The rules act where the traffic is:
 - inbound: a request from a cut peer closes its connection (like a firewall's REJECT), so
   the peer sees a dead link, retries and backs off;
 - outbound: requests to a cut peer (the controller, another broker) fail at once;
@@ -33,6 +37,7 @@ from pathlib import Path
 
 from rlog.core.storage.files import Buffer, FaultyFile, FaultyFileSystem, LogFile
 from rlog.daemon.broker.log_dir import SLOW_FSYNC_S, LogDirHealth
+from rlog.daemon.data_dir import faults_applied_path
 from rlog.daemon.faults_file import CLIENTS, FaultRules, FaultsFileError
 from rlog.daemon.wire import WireError
 
@@ -74,6 +79,10 @@ class Faults:
         self.rules = rules
         self.file_system.faults.disk_full = rules.disk == "full"
         self.file_system.stalled = rules.disk == "stall"
+        try:
+            rules.write(faults_applied_path(self.path))
+        except OSError as error:  # rlogd reports the rules as not confirmed
+            log.error("cannot acknowledge the chaos rules: %s", error)
 
     def is_cut(self, peer: str) -> bool:
         return peer in self.rules.cut

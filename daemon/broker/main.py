@@ -129,6 +129,11 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
         print(f"broker-{args.id}: {error}", file=sys.stderr)
         return ExitCode.CONFIG
     faults = Faults(args.faults)
+    # Before the first read: a change rlogd signals while the logs load is read once the loop
+    # runs. rlogd starts brokers with SIGUSR1 blocked (its default action ends the process):
+    # one sent since then is delivered now.
+    asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, faults.reload)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
     faults.reload()
     core = BrokerCore(
         broker_config(args.id, settings),
@@ -229,7 +234,6 @@ async def run(args: argparse.Namespace, settings: BrokerSettings) -> int:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    loop.add_signal_handler(signal.SIGUSR1, faults.reload)  # rlogd changed the chaos rules
     health.install_resume_handler()  # a pause is not a slow disk
     duties = [
         *(asyncio.create_task(server.serve()) for server in servers),

@@ -1,15 +1,25 @@
 """Network and disk chaos requests (partition, heal, delay, disk, lose-answers): new rules into
 the brokers' faults files, and SIGUSR1 to each broker whose rules changed so it rereads its
-file."""
+file. The answer waits until each of those brokers has acknowledged the new rules (its
+faults.applied.json, see daemon/broker/faults.py): whatever a client sends after it meets them."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
+import time
 from typing import Any
 
 from rlog.daemon.chaos import ChaosError, ChaosRules
 from rlog.daemon.control import ControlError
+from rlog.daemon.data_dir import faults_applied_path
+from rlog.daemon.faults_file import FaultRules, FaultsFileError
 from rlog.daemon.rlogd.cluster import Cluster
+
+# A running broker rereads its rules within milliseconds; one still loading its logs reads them
+# when it starts serving, which may take longer than a chaos request should wait.
+CONFIRM_TIMEOUT_S = 5.0
+CONFIRM_POLL_S = 0.005
 
 
 class ChaosControl:
@@ -38,9 +48,54 @@ class ChaosControl:
             child = self.cluster.process(name)
             if child.alive and child.process is not None:
                 child.process.send_signal(signal.SIGUSR1)  # reread the faults file
+        unconfirmed = await self.await_in_force(changed)
+        if unconfirmed:
+            message += "; not yet in force on " + ", ".join(
+                f"{name} ({why})" for name, why in unconfirmed.items()
+            )
         faults = self.rules.summary()
-        self.cluster.journal.record("chaos", message, op=op, changed=changed, faults=faults)
-        return {"op": op, "message": message, "changed": changed, "faults": faults}
+        self.cluster.journal.record(
+            "chaos", message, op=op, changed=changed, faults=faults, unconfirmed=unconfirmed
+        )
+        return {
+            "op": op,
+            "message": message,
+            "changed": changed,
+            "faults": faults,
+            "unconfirmed": unconfirmed,
+        }
+
+    async def await_in_force(self, names: list[str]) -> dict[str, str]:
+        """Wait until every running broker in `names` has put its new rules in force; those
+        that have not, each with why. A stopped broker reads them when it starts, so it is not
+        waited for; a paused one reads them when resumed."""
+        unconfirmed: dict[str, str] = {}
+        waiting: list[str] = []
+        for name in names:
+            child = self.cluster.process(name)
+            if child.state == "paused":
+                unconfirmed[name] = "paused: when resumed"
+            elif child.alive:
+                waiting.append(name)
+        deadline = time.monotonic() + CONFIRM_TIMEOUT_S
+        while True:
+            waiting = [n for n in waiting if self._still_to_confirm(n)]
+            if not waiting or time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(CONFIRM_POLL_S)
+        for name in waiting:
+            unconfirmed[name] = f"no acknowledgement within {CONFIRM_TIMEOUT_S:.0f} s"
+        return unconfirmed
+
+    def _still_to_confirm(self, name: str) -> bool:
+        """The broker runs and has not acknowledged the rules rlogd last wrote for it."""
+        if not self.cluster.process(name).alive:
+            return False
+        applied = faults_applied_path(self.rules.faults_path(name))
+        try:
+            return FaultRules.read(applied) != self.rules.faults[name]
+        except FaultsFileError:
+            return True
 
     def _change(self, op: str, request: dict[str, Any]) -> tuple[list[str], str]:
         """The rules `request` asks for: the brokers whose rules changed, and what was done."""

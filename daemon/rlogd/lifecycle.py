@@ -60,7 +60,16 @@ class Rlogd:
         return self.cluster.status_document()
 
     async def control(self, op: str, target: str, *, stay_down: bool = False) -> dict[str, Any]:
-        return await self.process_control.apply(op, target, stay_down=stay_down)
+        reply = await self.process_control.apply(op, target, stay_down=stay_down)
+        if op == "resume" and reply["target"] in self.chaos.rules.faults:
+            # Chaos rules changed while it was stopped take effect now, before the answer (as
+            # every chaos request's do): a client's next request meets them.
+            unconfirmed = await self.chaos.await_in_force([reply["target"]])
+            if unconfirmed:
+                reply["message"] += (
+                    "; chaos rules not yet in force: " + unconfirmed[reply["target"]]
+                )
+        return reply
 
     async def chaos_request(self, op: str, request: dict[str, Any]) -> dict[str, Any]:
         return await self.chaos.apply(op, request)

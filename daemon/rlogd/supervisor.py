@@ -34,6 +34,14 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
+def _start_broker() -> None:
+    """Runs in a broker before exec: as _die_with_parent, and SIGUSR1 (reread the chaos rules)
+    blocked, so one sent while Python starts stays pending until the broker has its handler
+    (daemon/broker/main.py unblocks it), instead of ending the process."""
+    _die_with_parent()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+
+
 class Supervisor:
     """Runs each child and keeps it running as the cluster's restart policy says."""
 
@@ -155,7 +163,7 @@ class Supervisor:
                 stdin=stdin,
                 stdout=output,
                 stderr=output,
-                preexec_fn=_die_with_parent,
+                preexec_fn=_start_broker if child.role == "broker" else _die_with_parent,
             )
         child.state = "starting"
         child.listening = False

@@ -177,6 +177,38 @@ def test_requests_after_a_failed_write_get_the_storage_error(cluster_factory) ->
     assert errors == [storage_error, storage_error], [ErrorCode(e).name for e in errors]
 
 
+def test_a_chaos_change_while_a_broker_starts_does_not_end_it(cluster_factory) -> None:
+    """rlogd signals a broker to reread its rules; one that is still starting (importing, loading
+    its logs) must take the change when it can, not die of SIGUSR1's default action."""
+    cluster = cluster_factory(brokers=1)
+    restarted = cluster.chaos_request({"op": "restart", "target": "broker-1"})  # once spawned
+    for delay_ms in (1, 2, 3):
+        cluster.chaos_request({"op": "delay", "target": "broker-1", "ms": delay_ms})
+    cluster.wait_until_running()
+    broker = cluster.status()["brokers"][0]
+    assert broker["pid"] == restarted["pid"], broker
+    assert produce_one(cluster.bootstrap, "after-start") is None
+
+
+def test_rules_set_on_a_paused_broker_are_in_force_once_resumed(cluster_factory) -> None:
+    """A paused broker cannot reread its rules: the answer says so, and the resume's answer
+    comes once they are in force, so the very next request meets them."""
+    cluster = cluster_factory(brokers=1)
+    topic = f"paused-{uuid.uuid4().hex[:6]}"
+    assert produce_one(cluster.bootstrap, topic) is None  # the topic, auto-created
+    cluster.chaos_request({"op": "pause", "target": "broker-1"})
+    try:
+        reply = cluster.chaos_request({"op": "delay", "target": "broker-1", "ms": 500})
+    finally:
+        resumed = cluster.chaos_request({"op": "resume", "target": "broker-1"})
+    assert reply["unconfirmed"] == {"broker-1": "paused: when resumed"}, reply
+    assert "not yet in force on broker-1 (paused: when resumed)" in reply["message"]
+    assert "not yet in force" not in resumed["message"], resumed
+    started = time.monotonic()
+    assert produce_one(cluster.bootstrap, topic) is None
+    assert time.monotonic() - started >= 0.5
+
+
 def test_a_delayed_broker_answers_late(cluster_factory) -> None:
     cluster = cluster_factory(brokers=3, config_text=CONFIG)
     topic = f"slow-{uuid.uuid4().hex[:6]}"

@@ -698,9 +698,12 @@ class BrokerCore:
         self._coordinator_write(key, None, marker, done)
 
     def _write_txn_markers(self, request: ClientRequest) -> None:
-        """WriteTxnMarkers from a transaction coordinator: each marker to each partition."""
+        """WriteTxnMarkers from a transaction coordinator: each marker to each partition, answered
+        once every one has its outcome. A marker refused at once (too few in-sync replicas) ends
+        before the next is appended, so the loop holds one count of its own until all are under
+        way: else the answer went out then, telling NONE for markers not yet replicated."""
         results: list[Body] = []
-        waiting = [0]
+        waiting = [1]
 
         def respond_when_done() -> None:
             if waiting[0] == 0:
@@ -729,6 +732,7 @@ class BrokerCore:
                         respond_when_done()
 
                     self._write_marker((topic["name"], index), marker, written)
+        waiting[0] -= 1
         respond_when_done()
 
     def _finish_if_done(self, job: ProduceJob) -> None:

@@ -58,6 +58,7 @@ def test_a_coordinator_that_forgets_what_its_members_own_is_found(
         return group
 
     monkeypatch.setattr(consumer_group.ConsumerGroup, "from_log", classmethod(forgetting))
-    found = first_failure("consumer")
+    # Some seeds find it first as a group that never settles (a member waits for partitions
+    # the coordinator no longer knows it has); the check asked of here is the clients' view.
+    found = first_failure("consumer-two-owners")
     assert found is not None, "the planted bug went unnoticed"
-    assert found.invariant == "consumer-two-owners", found.detail

@@ -22,7 +22,7 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[object]:
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     from pyspark.sql import SparkSession
 
     from rlog.spark import register
@@ -37,6 +37,10 @@ def spark() -> Iterator[object]:
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
+        # Spark's scratch dirs and the JVM's temporary files (lz4's native library) under
+        # pytest's own temporary directory, not left in /tmp when the JVM ends.
+        .config("spark.local.dir", str(temp := tmp_path_factory.mktemp("spark-tmp")))
+        .config("spark.driver.extraJavaOptions", f"-Djava.io.tmpdir={temp}")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

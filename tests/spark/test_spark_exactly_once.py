@@ -444,6 +444,7 @@ def test_exactly_once_through_leader_and_driver_kills(
     args = [
         "--bootstrap", bootstrap, "--checkpoint", str(checkpoint),
         "--source", "in", "--sink", "out", "--max-per-trigger", str(per_batch),
+        "--temp-dir", str(tmp_path / "spark-tmp"),
     ]  # fmt: skip
     logs: list[Path] = []
     drivers: list[Driver] = []
@@ -572,7 +573,9 @@ def driver_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", required=True)
     parser.add_argument("--sink", required=True)
     parser.add_argument("--max-per-trigger", type=int, required=True)
+    parser.add_argument("--temp-dir", required=True, help="Spark's and the JVM's scratch files")
     args = parser.parse_args(argv)
+    Path(args.temp_dir).mkdir(parents=True, exist_ok=True)
 
     from pyspark.sql import SparkSession
 
@@ -588,6 +591,9 @@ def driver_main(argv: list[str] | None = None) -> int:
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
+        # A killed driver's JVM cannot clean up: its scratch files stay in the test's directory.
+        .config("spark.local.dir", args.temp_dir)
+        .config("spark.driver.extraJavaOptions", f"-Djava.io.tmpdir={args.temp_dir}")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")

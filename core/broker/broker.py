@@ -236,6 +236,7 @@ class BrokerCore:
         elif isinstance(event, Append):
             job = ProduceJob(event.token, event.acks, api_version=None)
             position = job.add(event.topic, event.partition)
+            job.all_added()
             key = (event.topic, event.partition)
             self._append(job, position, key, event.records, event.acks, event.timeout_ms, now_ms)
             self._finish_if_done(job)
@@ -521,6 +522,7 @@ class BrokerCore:
                         )
                     else:
                         self._append(job, position, key, records, acks, timeout_ms, now_ms)
+        job.all_added()
         self._finish_if_done(job)
 
     def _opens_transaction(self, key: TopicPartition, records: Buffer | None) -> BatchHeader | None:
@@ -676,6 +678,7 @@ class BrokerCore:
         `on_done` hears how it ended."""
         job = ProduceJob(None, -1, api_version=None, on_done=on_done)
         position = job.add(*key)
+        job.all_added()
         self._append(job, position, key, batch, -1, WRITE_TIMEOUT_MS, self._now_ms, marker=marker)
         self._finish_if_done(job)
 

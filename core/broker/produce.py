@@ -34,11 +34,17 @@ class ProduceJob:
     partitions: list[TopicPartition] = field(default_factory=list)
     _slots: list[_Slot] = field(default_factory=list)
     answered: bool = False
+    # Until every partition is added, no answer: a partition's outcome can be known at once
+    # (a verdict that needs no question), while partitions after it are not yet in the job.
+    adding: bool = True
 
     def add(self, topic: str, partition: int) -> int:
         self.partitions.append((topic, partition))
         self._slots.append(_Slot())
         return len(self._slots) - 1
+
+    def all_added(self) -> None:
+        self.adding = False
 
     def fill(self, position: int, answer: AppendAnswer) -> None:
         """The partition's final answer (an error, or an append that waits for nothing)."""
@@ -64,7 +70,7 @@ class ProduceJob:
 
     @property
     def done(self) -> bool:
-        return all(slot.done for slot in self._slots)
+        return not self.adding and all(slot.done for slot in self._slots)
 
     @property
     def answers(self) -> list[AppendAnswer | None]:

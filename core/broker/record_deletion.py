@@ -61,11 +61,9 @@ class RecordDeletion:
         alive = _live_brokers(image)
         waiting: dict[TopicPartition, tuple[Body, int]] = {}
         topics = []
-        for topic in body.get("topics") or ():
-            name = topic["name"]
+        for name, offsets in _requested_offsets(body).items():
             partitions = []
-            for request in topic.get("partitions") or ():
-                index = request["partition_index"]
+            for index, offset in offsets.items():
                 entry = {"partition_index": index, "low_watermark": -1, "error_code": 0}
                 partitions.append(entry)
                 if name in INTERNAL_TOPICS and client_id != ADMIN_CLIENT_ID:
@@ -78,7 +76,7 @@ class RecordDeletion:
                 if offline:
                     entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
                     continue
-                outcome = replica.delete_records(request["offset"])
+                outcome = replica.delete_records(offset)
                 if outcome.error != ErrorCode.NONE:
                     entry["error_code"] = outcome.error
                     continue
@@ -133,3 +131,15 @@ class RecordDeletion:
 
 def _live_brokers(image: MetadataImage) -> frozenset[int]:
     return frozenset(broker.broker_id for broker in image.live_brokers())
+
+
+def _requested_offsets(body: Body) -> dict[str, dict[int, int]]:
+    """Topic -> partition -> offset to delete before, each partition once (the last offset named
+    wins), as Kafka reads the request into a map: a partition named twice would otherwise have
+    two entries in the answer, the first never filled in."""
+    requested: dict[str, dict[int, int]] = {}
+    for topic in body.get("topics") or ():
+        offsets = requested.setdefault(topic["name"], {})
+        for partition in topic.get("partitions") or ():
+            offsets[partition["partition_index"]] = partition["offset"]
+    return requested

@@ -1750,7 +1750,9 @@ class GroupCoordinator:
         return [Respond(caller.token, answer)]
 
     def delete_groups(self, caller: Caller, body: Body, now: int) -> list[Effect]:
-        names: list[str] = list(body.get("groups_names") or [])
+        # A group named twice is deleted (and answered) once, as Kafka's set of names: two
+        # tombstone writes would answer when the first ends, whatever the second's outcome.
+        names: list[str] = list(dict.fromkeys(body.get("groups_names") or []))
         results: dict[str, ErrorCode] = {}
         waiting: set[str] = set()
         effects: list[Effect] = []

@@ -378,6 +378,20 @@ def test_delete_refuses_a_group_with_members_and_removes_an_empty_one() -> None:
     assert driver.log[-1][1] is None  # tombstones, so compaction drops the group for good
 
 
+def test_a_group_named_twice_is_deleted_and_answered_once() -> None:
+    """As Kafka's set of names. Two tombstone writes answered when the first ended, NONE
+    whatever the second's outcome."""
+    driver = Driver()
+    leader, follower, _ = stable_pair(driver)
+    for member in (leader, follower):
+        driver.send("leave_group", {"group_id": GROUP, "member_id": member}, 1)
+    driver.auto_ack = False
+    token = driver.send("delete_groups", {"groups_names": [GROUP, GROUP]}, 1)
+    assert len(driver.unacked) == 1, driver.unacked
+    driver.ack(driver.unacked.pop())
+    assert driver.answer(token)["results"] == [{"group_id": GROUP, "error_code": ErrorCode.NONE}]
+
+
 def test_bad_joins_get_clear_errors_and_change_nothing() -> None:
     driver = Driver()
     body = {

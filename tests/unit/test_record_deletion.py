@@ -124,6 +124,24 @@ def test_a_live_follower_that_does_not_fetch_holds_the_answer_until_its_timeout(
     assert cluster.replica(1).log_start_offset == 3  # what was done stays done
 
 
+def test_a_partition_named_twice_is_answered_once_with_the_last_offset() -> None:
+    """As Kafka reads the request into a map. Two entries for one partition left the first
+    never filled in: NONE with low watermark -1, even when the wait timed out."""
+    cluster = three_replicas_with(5)
+    cluster.cut_off.add(3)
+    twice = [{"partition_index": 0, "offset": 2}, {"partition_index": 0, "offset": 3}]
+    body = {"topics": [{"name": TOPIC, "partitions": twice}], "timeout_ms": 1_000}
+    token = cluster.request(1, ApiKey.DELETE_RECORDS, DELETE_RECORDS_V, body)
+    cluster.tick(1_001)
+    answer = cluster.answers[token]
+    assert answer is not None
+    [topic] = answer["topics"]
+    assert [
+        (p["partition_index"], p["error_code"], p["low_watermark"]) for p in topic["partitions"]
+    ] == [(0, ErrorCode.REQUEST_TIMED_OUT, -1)]
+    assert cluster.replica(1).log_start_offset == 3
+
+
 def test_a_dead_broker_does_not_hold_it() -> None:
     cluster = three_replicas_with(5)
     cluster.cut_off.add(3)

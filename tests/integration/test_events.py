@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -71,41 +72,48 @@ def check_stats(cluster: Cluster) -> None:
 def check_follow_and_pause(cluster: Cluster, broker: str) -> None:
     """`rlog events --follow --json` prints history, then a pause and resume as they happen
     (the paused process's psutil status is "stopped"), and Ctrl-C ends it with exit 0."""
-    follower = subprocess.Popen(
-        [*RLOG, "events", "--follow", "--json", "--kind", "process_paused"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=rlog_env(cluster.data_dir),
-    )
-    try:
-        cluster.chaos("pause", broker)
-        try:
-            wait_for(
-                f"{broker} to be sampled stopped",
-                lambda: (
-                    cluster.status()["brokers"][int(broker.split("-")[1]) - 1]["psutil_status"]
-                    == "stopped"
-                ),
-                timeout_s=2.5,
-                every_s=0.1,
-            )
-        finally:
-            cluster.chaos("resume", broker)
-        assert follower.stdout is not None
-        line = follower.stdout.readline()  # blocks until the pause is journaled and followed
-        event = json.loads(line)
-        assert (event["kind"], event["process"], event["source"]) == (
-            "process_paused",
-            broker,
-            "rlogd",
+    # Its stderr goes to a file: a pipe nobody reads until the end could fill and stall it.
+    with tempfile.TemporaryFile("w+") as errors:
+        follower = subprocess.Popen(
+            [*RLOG, "events", "--follow", "--json", "--kind", "process_paused"],
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            text=True,
+            env=rlog_env(cluster.data_dir),
         )
-        follower.send_signal(signal.SIGINT)
-        assert follower.wait(timeout=10) == 0, follower.stderr.read() if follower.stderr else ""
-    finally:
-        if follower.poll() is None:
-            follower.kill()
-            follower.wait()
+        try:
+            cluster.chaos("pause", broker)
+            try:
+                wait_for(
+                    f"{broker} to be sampled stopped",
+                    lambda: (
+                        cluster.status()["brokers"][int(broker.split("-")[1]) - 1]["psutil_status"]
+                        == "stopped"
+                    ),
+                    timeout_s=2.5,
+                    every_s=0.1,
+                )
+            finally:
+                cluster.chaos("resume", broker)
+            assert follower.stdout is not None
+            line = follower.stdout.readline()  # blocks until the pause is journaled and followed
+            event = json.loads(line)
+            assert (event["kind"], event["process"], event["source"]) == (
+                "process_paused",
+                broker,
+                "rlogd",
+            )
+            follower.send_signal(signal.SIGINT)
+            try:
+                code: int | None = follower.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                code = None
+            errors.seek(0)
+            assert code == 0, f"exit {code} 10 s after Ctrl-C; stderr: {errors.read()!r}"
+        finally:
+            if follower.poll() is None:
+                follower.kill()
+                follower.wait()
 
 
 def test_a_killed_leader_is_journaled_from_exit_to_rejoining_the_isr(cluster_factory) -> None:

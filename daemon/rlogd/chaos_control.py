@@ -49,10 +49,7 @@ class ChaosControl:
             if child.alive and child.process is not None:
                 child.process.send_signal(signal.SIGUSR1)  # reread the faults file
         unconfirmed = await self.await_in_force(changed)
-        if unconfirmed:
-            message += "; not yet in force on " + ", ".join(
-                f"{name} ({why})" for name, why in unconfirmed.items()
-            )
+        message += not_in_force(unconfirmed)
         faults = self.rules.summary()
         self.cluster.journal.record(
             "chaos", message, op=op, changed=changed, faults=faults, unconfirmed=unconfirmed
@@ -68,10 +65,10 @@ class ChaosControl:
     async def await_in_force(self, names: list[str]) -> dict[str, str]:
         """Wait until every running broker in `names` has put its new rules in force; those
         that have not, each with why. A stopped broker reads them when it starts, so it is not
-        waited for; a paused one reads them when resumed."""
+        waited for; a paused one reads them when resumed; the controller has no rules."""
         unconfirmed: dict[str, str] = {}
         waiting: list[str] = []
-        for name in names:
+        for name in (n for n in names if n in self.rules.faults):
             child = self.cluster.process(name)
             if child.state == "paused":
                 unconfirmed[name] = "paused: when resumed"
@@ -142,3 +139,10 @@ class ChaosControl:
             f"{target}: the next {count} answers to clients' Produce requests are lost after "
             "the append (each closes its connection)"
         )
+
+
+def not_in_force(unconfirmed: dict[str, str]) -> str:
+    """What an answer adds for the brokers whose rules are not in force yet ("" for none)."""
+    if not unconfirmed:
+        return ""
+    return "; not yet in force on " + ", ".join(f"{n} ({why})" for n, why in unconfirmed.items())

@@ -19,7 +19,7 @@ from rlog.daemon.config import RlogConfig
 from rlog.daemon.control import ControlServer
 from rlog.daemon.data_dir import socket_path
 from rlog.daemon.exit_codes import ExitCode
-from rlog.daemon.rlogd.chaos_control import ChaosControl
+from rlog.daemon.rlogd.chaos_control import ChaosControl, not_in_force
 from rlog.daemon.rlogd.children import CONTROLLER_MODULE, controller_endpoint
 from rlog.daemon.rlogd.cluster import Cluster
 from rlog.daemon.rlogd.dynamic_configs import clear_stale_dynamic_configs
@@ -61,14 +61,10 @@ class Rlogd:
 
     async def control(self, op: str, target: str, *, stay_down: bool = False) -> dict[str, Any]:
         reply = await self.process_control.apply(op, target, stay_down=stay_down)
-        if op == "resume" and reply["target"] in self.chaos.rules.faults:
+        if op == "resume":
             # Chaos rules changed while it was stopped take effect now, before the answer (as
             # every chaos request's do): a client's next request meets them.
-            unconfirmed = await self.chaos.await_in_force([reply["target"]])
-            if unconfirmed:
-                reply["message"] += (
-                    "; chaos rules not yet in force: " + unconfirmed[reply["target"]]
-                )
+            reply["message"] += not_in_force(await self.chaos.await_in_force([reply["target"]]))
         return reply
 
     async def chaos_request(self, op: str, request: dict[str, Any]) -> dict[str, Any]:

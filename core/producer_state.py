@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from rlog.core import limits
 from rlog.core.protocol.errors import ErrorCode
 from rlog.core.records import BatchHeader, ControlType
+from rlog.core.values import value
 
 SEQUENCE_MODULUS = 2**31
 
@@ -40,7 +41,7 @@ class ProducerStateError(Exception):
         self.code = code
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class BatchMetadata:
     first_sequence: int
     last_sequence: int

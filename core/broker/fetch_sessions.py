@@ -23,6 +23,7 @@ from rlog.core.protocol.apis import ApiKey
 from rlog.core.protocol.errors import ErrorCode
 from rlog.core.replication import Effect, FetchPlan, Replica, TruncationPlan
 from rlog.core.storage.files import FileSlice
+from rlog.core.values import value
 
 FETCH_VERSION_MIN = 4  # the oldest Fetch rlog brokers serve
 FETCH_VERSION_MAX = 12  # the newest a follower sends (v13 names topics by id)
@@ -55,7 +56,7 @@ class _Session:
     out_of_range: dict[TopicPartition, int] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@value
 class _Sent:
     session: _Session
     kind: ApiKey

@@ -21,6 +21,7 @@ from rlog.core.metadata.image import MetadataImage
 from rlog.core.protocol.errors import ErrorCode
 from rlog.core.replication import AlterPartitionResponse, ProposeIsr, Truncated
 from rlog.core.transactions import TxnEvent
+from rlog.core.values import value
 
 Token = Hashable
 Body = dict[str, Any]
@@ -42,7 +43,7 @@ class MetadataChanged:
     registered: bool = True
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ClientRequest:
     """A request the core serves, decoded: answered with a response body (None for acks=0).
     Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, and the group coordinator's APIs."""
@@ -68,7 +69,7 @@ class Append:
     timeout_ms: int
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class PeerAnswered:
     """The answer to a `PeerRequest`, or None: the request failed (connection, timeout)."""
 
@@ -117,7 +118,7 @@ Event = (
 # ---- outputs ----
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Sync:
     """fsync the partition's log below `offset` (its recovery point moves there)."""
 
@@ -126,7 +127,7 @@ class Sync:
     offset: int
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class PeerRequest:
     """Send this request to broker `broker_id` as a replica; step its answer as PeerAnswered."""
 
@@ -149,7 +150,7 @@ class IsrProposal:
     proposal: ProposeIsr
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class AppendAnswer:
     """How an `Append` ended: Produce's per-partition answer before version mapping."""
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from rlog.core.broker.messages import Body, TopicPartition
 from rlog.core.controller.validation import topic_name_problem
@@ -22,6 +21,7 @@ from rlog.core.records import decode_batch
 from rlog.core.replication import NO_EPOCH, Effect, Replica
 from rlog.core.replication.rules import leader_epoch_error
 from rlog.core.storage.log import Log
+from rlog.core.values import value
 
 # ListOffsets' special timestamps, and the first version that may ask for each (Kafka's
 # ReplicaManager refuses one asked in an older version with UNSUPPORTED_VERSION).
@@ -282,7 +282,7 @@ def list_offset(
     }
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class _Found:
     """A record ListOffsets found, with the leader epoch of its batch (-1: none stamped)."""
 

@@ -14,6 +14,7 @@ from rlog.core.controller.api import AlterPartitionResponse as AlterPartitionRes
 from rlog.core.protocol.errors import ErrorCode
 from rlog.core.storage.files import FileSlice
 from rlog.core.storage.txn_index import AbortedTxn
+from rlog.core.values import value
 
 NO_LEADER = -1
 NO_EPOCH = -1  # "not given" for current_leader_epoch / last_fetched_epoch, as Kafka sends
@@ -70,7 +71,7 @@ class ProposeIsr:
     partition_epoch: int  # the one the proposal is based on (the controller checks it)
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class CompleteProduce:
     """An acks=all produce is finished: answer it with `error` (NONE: HW passed its batch)."""
 
@@ -83,7 +84,7 @@ class CompleteProduce:
     log_start_offset: int
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class HighWatermarkChanged:
     """Wake consumer fetches waiting for data; checkpoint the HW."""
 
@@ -110,7 +111,7 @@ Effect = ProposeIsr | CompleteProduce | HighWatermarkChanged | Truncated
 # ---- answers ----
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ProduceResult:
     error: ErrorCode
     base_offset: int = NO_OFFSET
@@ -131,7 +132,7 @@ class TxnMarker:
     committed: bool
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class PendingAck:
     """An acks=all produce waiting for the HW to pass `last_offset`, or for `deadline_ms`."""
 
@@ -143,7 +144,7 @@ class PendingAck:
     log_start_offset: int
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class AppendOutcome:
     """`result` is final unless `pending` is set: then its offsets are known, and a
     CompleteProduce with `pending.pending_id` will say how it ended.
@@ -154,7 +155,7 @@ class AppendOutcome:
     effects: tuple[Effect, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ReadResult:
     error: ErrorCode
     high_watermark: int
@@ -173,7 +174,7 @@ class DivergingEpoch:
     end_offset: int
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class FollowerFetchResult:
     error: ErrorCode
     high_watermark: int = NO_OFFSET
@@ -214,7 +215,7 @@ class TruncationPlan:
     epoch: int
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class FetchPlan:
     """Send Fetch from `fetch_offset` to `leader_id`; answer with on_fetch_response."""
 

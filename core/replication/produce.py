@@ -9,8 +9,6 @@ appends nothing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from rlog.core.producer_state import BatchMetadata, ProducerStateError, ProducerStateManager
 from rlog.core.protocol.errors import ErrorCode
 from rlog.core.record_validation import (
@@ -22,9 +20,10 @@ from rlog.core.record_validation import (
 from rlog.core.records import BatchHeader, CorruptRecordError, InvalidRecordError, iter_batches
 from rlog.core.storage.files import Buffer
 from rlog.core.storage.log import AppendInfo, Log, RecordTooLargeError
+from rlog.core.values import value
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Refused:
     error: ErrorCode
     message: str
@@ -41,7 +40,7 @@ def client_rules(log: Log, topic: str, partition: int) -> ClientRules:
 FoundBatch = tuple[int, BatchHeader]
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class CheckedBatch:
     header: BatchHeader  # as the client sent it
     max_timestamp: int  # what the stored batch must say: the largest record timestamp

@@ -12,6 +12,8 @@ import shutil
 from dataclasses import dataclass
 from typing import Protocol
 
+from rlog.core.values import value
+
 Buffer = bytes | bytearray | memoryview
 
 # Suffix of a file being written by replace_atomically; the loader removes leftovers of a crash.
@@ -62,7 +64,7 @@ class FileSystem(Protocol):
     def read_bytes(self, path: str) -> bytes: ...
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class FileSlice:
     """Bytes [position, position + size) of a log file, for os.sendfile.
 

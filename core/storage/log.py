@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from itertools import pairwise
 
 from rlog.core.producer_state import (
@@ -51,6 +50,7 @@ from rlog.core.storage.producer_snapshot import (
 )
 from rlog.core.storage.segment import LogSegment
 from rlog.core.storage.txn_index import AbortedTxn
+from rlog.core.values import value
 
 PRODUCER_MARK_BATCHES = 1024  # batches appended between in-memory copies of the producer state
 PRODUCER_MARK_BATCHES_PER_PRODUCER = 4
@@ -73,7 +73,7 @@ class StaleCleaningError(Exception):
     """The segments a cleaning pass rewrote changed meanwhile (retention, truncation)."""
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class AppendInfo:
     first_offset: int
     last_offset: int
@@ -85,7 +85,7 @@ class AppendInfo:
     headers: list[BatchHeader]  # as written: offsets, epoch and timestamps patched
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class FetchSliceInfo:
     fetch_offset: int
     records: FileSlice | None  # None: nothing to return (at the LEO, or nothing below the limit)

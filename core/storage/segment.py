@@ -53,30 +53,45 @@ def _segment_paths(dir_path: str, base_offset: int, swap_suffix: str) -> list[st
 
 
 class _Tail:
-    """(position, header) of a segment's last batches, from its last offset-index entry (or the
-    segment's start) to its end. Fetches at the log end land here: Kafka finds those headers in
-    the page cache, but in Python each pread is a syscall plus new objects.
+    """(position, header) of a segment's last batches, from its second-to-last offset-index entry
+    (or the segment's start) to its end. Fetches at the log end land here: Kafka finds those
+    headers in the page cache, but in Python each pread is a syscall plus new objects. The
+    interval before the last index entry stays because a follower's next fetch often starts a
+    few batches before that entry: without them, its lookup would read every header from the
+    entry before on from the file.
 
     The lists are replaced, never cleared or cut in place, so a walk in progress keeps its view.
     """
 
-    __slots__ = ("headers", "last_offsets", "positions")
+    __slots__ = ("_interval_start", "headers", "last_offsets", "positions")
 
     def __init__(self) -> None:
         self.positions: list[int] = []
         self.last_offsets: list[int] = []
         self.headers: list[BatchHeader] = []
+        self._interval_start = 0  # where the batches since the last index entry begin
 
     def add(self, position: int, header: BatchHeader, *, restart: bool) -> None:
-        """The batch after the last one here; with `restart` (it got an index entry), or past
-        the cap, it starts a new tail. Restarting rather than dropping the oldest keeps appends
-        O(1); batches before the tail are read from the file as before.
+        """The batch after the last one here; with `restart` (it got an index entry) it starts
+        a new interval and the one before the last is dropped. At the cap the interval before
+        the last goes first; if there is none the tail starts over. Dropping whole intervals
+        rather than the oldest batch keeps appends O(1); batches before the tail are read from
+        the file as before.
         """
-        if restart or len(self.positions) >= TAIL_BATCHES_MAX:
-            self.positions, self.last_offsets, self.headers = [], [], []
+        if restart:
+            self._keep_from(self._interval_start)
+            self._interval_start = len(self.positions)
+        if len(self.positions) >= TAIL_BATCHES_MAX:
+            self._keep_from(self._interval_start or len(self.positions))
+            self._interval_start = 0
         self.positions.append(position)
         self.last_offsets.append(header.last_offset)
         self.headers.append(header)
+
+    def _keep_from(self, index: int) -> None:
+        self.positions = self.positions[index:]
+        self.last_offsets = self.last_offsets[index:]
+        self.headers = self.headers[index:]
 
     def index_of(self, position: int) -> int | None:
         """Where the batch starting at `position` is in the tail, None if it is not there."""

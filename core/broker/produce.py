@@ -13,18 +13,14 @@ from rlog.core.protocol.errors import ErrorCode
 STORAGE_ERROR_VERSION_MIN = 4  # older Produce versions have no KAFKA_STORAGE_ERROR
 
 
-@dataclass
+@dataclass(slots=True)
 class _Slot:
     answer: AppendAnswer | None = None
     waits_for_ack: bool = False
     waits_for_sync: bool = False
 
-    @property
-    def done(self) -> bool:
-        return self.answer is not None and not self.waits_for_ack and not self.waits_for_sync
 
-
-@dataclass
+@dataclass(slots=True)
 class ProduceJob:
     token: Token
     acks: int
@@ -70,7 +66,12 @@ class ProduceJob:
 
     @property
     def done(self) -> bool:
-        return not self.adding and all(slot.done for slot in self._slots)
+        if self.adding:
+            return False
+        for slot in self._slots:  # asked after every partition's outcome: a loop, no calls
+            if slot.answer is None or slot.waits_for_ack or slot.waits_for_sync:
+                return False
+        return True
 
     @property
     def answers(self) -> list[AppendAnswer | None]:

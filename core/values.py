@@ -8,7 +8,8 @@ alone. So `value` makes a slotted dataclass with equality and a hash from its fi
 run-time guard, and tells type checkers (PEP 681) that its classes are frozen: an assignment to a
 field is still an error, found before the code runs instead of when it does.
 
-Records built rarely (configs, plans, metadata) stay `@dataclass(frozen=True, slots=True)`.
+Records built rarely (configs, metadata, truncation plans) stay
+`@dataclass(frozen=True, slots=True)`.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ and uptime."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -16,6 +17,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from rlog.daemon import control
@@ -69,6 +71,13 @@ def check_stats(cluster: Cluster) -> None:
         assert process["rss_bytes"] > 1_000_000, process
 
 
+def _status(pid: int) -> str:
+    try:
+        return psutil.Process(pid).status()
+    except psutil.Error as error:
+        return repr(error)
+
+
 def check_follow_and_pause(cluster: Cluster, broker: str) -> None:
     """`rlog events --follow --json` prints history, then a pause and resume as they happen
     (the paused process's psutil status is "stopped"), and Ctrl-C ends it with exit 0."""
@@ -79,7 +88,9 @@ def check_follow_and_pause(cluster: Cluster, broker: str) -> None:
             stdout=subprocess.PIPE,
             stderr=errors,
             text=True,
-            env=rlog_env(cluster.data_dir),
+            # So that a follower still running after Ctrl-C can be made to say where it is: an
+            # abort then prints every thread's stack to stderr.
+            env=rlog_env(cluster.data_dir) | {"PYTHONFAULTHANDLER": "1"},
         )
         try:
             cluster.chaos("pause", broker)
@@ -104,12 +115,19 @@ def check_follow_and_pause(cluster: Cluster, broker: str) -> None:
                 "rlogd",
             )
             follower.send_signal(signal.SIGINT)
+            state = "exited"
             try:
                 code: int | None = follower.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                code = None
+                code, state = None, _status(follower.pid)
+                follower.send_signal(signal.SIGABRT)  # faulthandler: the stacks, then the end
+                follower.send_signal(signal.SIGCONT)  # if it was stopped, so that it aborts
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    follower.wait(timeout=10)
             errors.seek(0)
-            assert code == 0, f"exit {code} 10 s after Ctrl-C; stderr: {errors.read()!r}"
+            assert code == 0, (
+                f"exit {code} 10 s after Ctrl-C (process state {state}); stderr: {errors.read()}"
+            )
         finally:
             if follower.poll() is None:
                 follower.kill()

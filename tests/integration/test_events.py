@@ -72,9 +72,13 @@ def check_stats(cluster: Cluster) -> None:
 
 
 def _status(pid: int) -> str:
+    """The process's state and its signal masks (SigPnd, SigBlk, SigIgn: was Ctrl-C held back,
+    blocked or ignored?)."""
     try:
-        return psutil.Process(pid).status()
-    except psutil.Error as error:
+        with open(f"/proc/{pid}/status") as status:
+            masks = [line.strip() for line in status if line.startswith(("Sig", "ShdPnd"))]
+        return f"{psutil.Process(pid).status()}, {', '.join(masks)}"
+    except (OSError, psutil.Error) as error:
         return repr(error)
 
 

@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from itertools import count
 from pathlib import Path
 from types import FrameType
 
@@ -56,7 +57,7 @@ class Workload:
         self.leader_id = brokers[0]
         batch = build_batch([(None, b"x" * 100)], base_timestamp=self.cluster.now)
         self.body = wire(ApiKey.PRODUCE, PRODUCE_V, "Request", produce_body(batch, acks))
-        self.tokens = iter(range(1 << 62))
+        self.tokens = count()
         for _ in range(WARM_UP_ROUNDS):
             self.one_round()
         self.cluster.answers.clear()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import compileall
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +28,19 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     for package in sorted(root.iterdir()):
         if (package / "__init__.py").exists():  # core, daemon, cli, spark
             compileall.compile_dir(package, quiet=1)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give the processes the tests start a SIGINT that works, as a terminal's have.
+
+    A shell starts a background job (`pytest &`, `nohup pytest &` from a script) with SIGINT
+    ignored, every process it starts inherits that, and Python keeps an ignored SIGINT ignored:
+    the tests' Ctrl-C to `rlog events --follow` or `rlog group consume` then did nothing. Only
+    in workers that had not yet run a Spark test, whose SparkContext installs a handler of its
+    own (so its children start with the default again): a failure that looked like a flake.
+    Runs in the controlling process and in each pytest-xdist worker."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 TESTS = Path(__file__).parent

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 const recordSize = 100
@@ -54,6 +55,10 @@ func main() {
 
 	client, err := kgo.NewClient(
 		kgo.SeedBrokers(strings.Split(*brokers, ",")...),
+		// The protocol of Kafka 4.1, the peer Kafka of benchmarks/peers.py, for every system:
+		// franz-go would otherwise open with ApiVersions v5 (Kafka 4.4), which Tansu answers by
+		// closing the connection instead of with UNSUPPORTED_VERSION.
+		kgo.MaxVersions(kversion.V4_1_0()),
 		kgo.DefaultProduceTopic(*topic),
 		kgo.ProducerLinger(0),
 		kgo.DisableIdempotentWrite(),

@@ -122,6 +122,12 @@ def run_kafka_python(member: Member) -> None:
         **strategy,
     )
     consumer.subscribe([args.topic])
+    # The topic's metadata before the first join, so that the first assignment has its
+    # partitions. Else the leader assigns nothing, and rejoins when the metadata comes; and
+    # kafka-python 3.0.12 loses the assignment of such a rejoin if a poll times out while its
+    # SyncGroup is in flight: the leader's new metadata snapshot ends need_rejoin() before the
+    # answer is applied, so the member stays with [] for good (seen in 1 run in 4 here).
+    consumer.topics()
     try:
         while not member.stopping:
             batches = consumer.poll(timeout_ms=int(POLL_S * 1000))

@@ -31,14 +31,14 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Give the processes the tests start a SIGINT that works, as a terminal's have.
+    """Give the processes the tests start a working Ctrl-C, as a terminal gives them.
 
-    A shell starts a background job (`pytest &`, `nohup pytest &` from a script) with SIGINT
-    ignored, every process it starts inherits that, and Python keeps an ignored SIGINT ignored:
-    the tests' Ctrl-C to `rlog events --follow` or `rlog group consume` then did nothing. Only
-    in workers that had not yet run a Spark test, whose SparkContext installs a handler of its
-    own (so its children start with the default again): a failure that looked like a flake.
-    Runs in the controlling process and in each pytest-xdist worker."""
+    A shell starts a background job (`pytest &`, `nohup pytest ... &` in a script) with SIGINT
+    ignored; every process it starts inherits that, and Python keeps an ignored SIGINT ignored.
+    The tests' Ctrl-C to `rlog events --follow` or `rlog group consume` then did nothing, except
+    in workers that had already run a Spark test (SparkContext installs a SIGINT handler of its
+    own, so their children start with the default again): it looked like a flake. Runs in the
+    controlling process and in each pytest-xdist worker."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 

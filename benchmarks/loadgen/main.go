@@ -2,6 +2,7 @@
 // process with franz-go, so that on a 2-core machine the brokers, not the client, are measured.
 //
 //	loadgen -brokers HOST:PORT steady -topic T -partitions 6 -rate 10000 -seconds 20
+//	loadgen -brokers nats://HOST:PORT js-steady -topic SUBJECT -rate 10000 -seconds 20
 //
 // steady: open loop, record j is due at t0 + j/rate and its latency runs from then (not from
 // when it was sent) to its acknowledgement, as in the Python producer workers. Each record is
@@ -53,6 +54,10 @@ func main() {
 	acks := sub.String("acks", "all", "all, 1 or 0")
 	_ = sub.Parse(flag.Args()[1:])
 
+	if flag.Arg(0) == "js-steady" { // jetstream.go: the brokers are NATS servers
+		emit(jsSteady(*brokers, *topic, *rate, *seconds))
+		return
+	}
 	client, err := kgo.NewClient(
 		kgo.SeedBrokers(strings.Split(*brokers, ",")...),
 		// The protocol of Kafka 4.1, the peer Kafka of benchmarks/peers.py, for every system:
@@ -78,7 +83,11 @@ func main() {
 	if flag.Arg(0) != "steady" {
 		fail(fmt.Errorf("no command %q", flag.Arg(0)))
 	}
-	out := steady(ctx, client, *rate, *seconds)
+	emit(steady(ctx, client, *rate, *seconds))
+}
+
+// emit writes the result as one JSON object on standard output.
+func emit(out result) {
 	if err := json.NewEncoder(os.Stdout).Encode(out); err != nil {
 		fail(err)
 	}

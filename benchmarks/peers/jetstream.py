@@ -5,7 +5,9 @@ A JetStream publish is acknowledged once a quorum of the stream's replicas has s
 counterpart of acks=all with min.insync.replicas=2 on RF=3. Batched throughput uses the async
 publisher (publish_async, up to 4,000 acks outstanding per connection); one-at-a-time awaits each
 ack; the steady and end-to-end runs publish asynchronously on an open-loop schedule. A stream is
-one Raft group (no partitions), so the 6-partition topic has no counterpart here.
+one Raft group (no partitions), so the 6-partition topic has no counterpart here. With
+``--client franz-go`` the steady run comes from the Go program's nats.go publisher instead
+(peers/loadgen.py), as the Kafka-protocol systems' comes from franz-go.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from . import loadgen
 from .common import Cluster, PeerUnavailable, free_ports, installed_binary, start_process
 from .workload import (
     RECORD_SIZE,
@@ -241,6 +244,8 @@ def measure(cluster: Cluster, settings: Settings, rf: int, log: Callable[[str], 
         return asyncio.run(_one_at_a_time(cluster, "peers.one", s.one_at_a_time))
 
     def steady() -> dict[str, Any]:
+        if s.client == loadgen.CLIENT:
+            return _go_steady(cluster, s)
         n = s.producers
         args = [
             ("steady", (servers, "peers.steady", s.steady_rate, s.steady_seconds, i, n))
@@ -291,3 +296,19 @@ def measure(cluster: Cluster, settings: Settings, rf: int, log: Callable[[str], 
         },
         log,
     )
+
+
+def _go_steady(cluster: Cluster, s: Settings) -> dict[str, Any]:
+    """(c) from the Go program's nats.go publisher (peers/loadgen.py), as the Kafka-protocol
+    systems get it from franz-go with ``--client franz-go``: one process, so the servers, not
+    nats-py, are measured. The servers' CPU is taken over the program's whole run."""
+    cpu0 = cluster.cpu_seconds()
+    result = loadgen.js_steady(cluster.bootstrap, "peers.steady", s.steady_rate, s.steady_seconds)
+    cpu = cluster.cpu_seconds() - cpu0
+    return {
+        **percentiles(result["latencies"]),
+        "records": result["count"],
+        "errors": result["errors"],
+        "achieved_rate": result["count"] / result["wall_s"],
+        "cpu_per_100k_s": cpu_per_100k(cpu, result["count"]),
+    } | ({"error_example": result["first_error"]} if result.get("first_error") else {})

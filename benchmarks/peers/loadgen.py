@@ -10,6 +10,9 @@ Produce requests as librdkafka for the same records (4,700/s against 9,200/s at 
 
 The program is built with ``go build`` on first use into ``~/.cache/rlog/peers/loadgen-<hash>/``,
 keyed on a hash of its sources; its modules come from the Go module proxy, pinned by go.sum.
+
+The same program gives JetStream's steady load (``js_steady``, nats.go's async publisher), so
+that with ``--client franz-go`` every system's (c) comes from a Go client.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Any
 from .common import PeerUnavailable, cache_dir
 
 SOURCE_DIR = Path(__file__).resolve().parents[1] / "loadgen"
-SOURCES = ("go.mod", "go.sum", "main.go")
+SOURCES = ("go.mod", "go.sum", "main.go", "jetstream.go")
 CLIENT = "franz-go"  # the name benchmarks print for this client
 
 
@@ -70,6 +73,17 @@ def steady(
     """Run the open-loop load to its end; its result, with every latency in seconds."""
     argv = [str(binary()), "-brokers", bootstrap, "steady", "-topic", topic]
     argv += ["-rate", str(rate), "-seconds", str(seconds), "-partitions", str(partitions)]
+    return _run(argv, seconds)
+
+
+def js_steady(servers: str, subject: str, rate: int, seconds: float) -> dict[str, Any]:
+    """The same open-loop load published to a JetStream stream's `subject` by nats.go."""
+    argv = [str(binary()), "-brokers", servers, "js-steady", "-topic", subject]
+    argv += ["-rate", str(rate), "-seconds", str(seconds)]
+    return _run(argv, seconds)
+
+
+def _run(argv: list[str], seconds: float) -> dict[str, Any]:
     # Its output (every latency) goes to a file: a pipe would fill and stall the program.
     with tempfile.TemporaryFile() as out:
         done = subprocess.run(argv, stdout=out, stderr=subprocess.PIPE, timeout=seconds + 600)

@@ -33,9 +33,9 @@ above 1 means rlog's figure is larger (better for throughput, worse for latency 
 that cannot be fetched or started is reported as skipped, with the reason, and the run goes on.
 Absolute numbers depend on the machine and on what else runs: compare figures from one run.
 
-With ``--client franz-go``, (c) on the Kafka-protocol systems comes from a Go program
-(peers/loadgen.py) that costs the machine less than half of what the Python producers do, so
-that more of the latency is the broker's.
+With ``--client franz-go``, (c) comes from a Go program (peers/loadgen.py) that costs the
+machine less than half of what the Python producers do, so that more of the latency is the
+broker's: franz-go for the Kafka-protocol systems, nats.go's async publisher for JetStream.
 """
 
 from __future__ import annotations
@@ -216,8 +216,8 @@ def main() -> None:
     parser.add_argument(
         "--client",
         choices=(loadgen.CLIENT, "confluent"),
-        help="of (c) on the Kafka-protocol systems (default confluent; JetStream always uses "
-        "nats-py)",
+        help="of (c): confluent (the default; nats-py for JetStream) or the Go program "
+        "(franz-go; nats.go for JetStream)",
     )
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead")
     args = parser.parse_args()

@@ -9,9 +9,7 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -43,15 +41,7 @@ func jsSteady(servers, subject string, rate, seconds float64) result {
 		fail(fmt.Errorf("warm-up: %w", err))
 	}
 
-	total := int(rate * seconds)
-	latencies := make([]int64, total)
-	var errors atomic.Int64
-	var firstError atomic.Value
-	failed := func(slot int, err error) {
-		errors.Add(1)
-		firstError.CompareAndSwap(nil, err.Error())
-		latencies[slot] = -1
-	}
+	outcome := newTally(int(rate * seconds))
 	// The stream acknowledges in order, so one goroutine awaits the futures in publish order.
 	acks := make(chan pendingAck, jsMaxPending)
 	awaited := make(chan struct{})
@@ -59,41 +49,25 @@ func jsSteady(servers, subject string, rate, seconds float64) result {
 		for pending := range acks {
 			select {
 			case <-pending.future.Ok():
-				latencies[pending.slot] = time.Since(pending.due).Microseconds()
+				outcome.latencies[pending.slot] = time.Since(pending.due).Microseconds()
 			case err := <-pending.future.Err():
-				failed(pending.slot, err)
+				outcome.failed(pending.slot, err)
 			}
 		}
 		close(awaited)
 	}()
 
-	period := time.Duration(float64(time.Second) / rate)
 	start := time.Now().Add(50 * time.Millisecond)
-	for j := 0; j < total; j++ {
-		due := start.Add(time.Duration(j) * period)
-		if wait := time.Until(due); wait > 0 {
-			time.Sleep(wait)
-		}
-		value := make([]byte, recordSize)
-		binary.LittleEndian.PutUint64(value, uint64(j))
+	openLoop(len(outcome.latencies), rate, start, func(slot int, due time.Time, value []byte) {
 		future, err := js.PublishAsync(subject, value)
 		if err != nil {
-			failed(j, err)
-			continue
+			outcome.failed(slot, err)
+			return
 		}
-		acks <- pendingAck{future, due, j}
-	}
+		acks <- pendingAck{future, due, slot}
+	})
 	close(acks)
 	<-awaited
 
-	out := result{Count: total, Errors: errors.Load(), WallS: time.Since(start).Seconds()}
-	for _, latency := range latencies {
-		if latency >= 0 {
-			out.LatenciesUs = append(out.LatenciesUs, latency)
-		}
-	}
-	if first, ok := firstError.Load().(string); ok {
-		out.FirstError = first
-	}
-	return out
+	return outcome.result(start)
 }

@@ -120,40 +120,64 @@ func warmUp(ctx context.Context, client *kgo.Client, partitions int) {
 }
 
 func steady(ctx context.Context, client *kgo.Client, rate, seconds float64) result {
-	total := int(rate * seconds)
-	latencies := make([]int64, total)
-	var errors atomic.Int64
-	var firstError atomic.Value
-	period := time.Duration(float64(time.Second) / rate)
+	outcome := newTally(int(rate * seconds))
 	start := time.Now().Add(50 * time.Millisecond)
-	for j := 0; j < total; j++ {
+	openLoop(len(outcome.latencies), rate, start, func(slot int, due time.Time, value []byte) {
+		client.Produce(ctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				outcome.failed(slot, err)
+				return
+			}
+			outcome.latencies[slot] = time.Since(due).Microseconds()
+		})
+	})
+	if err := client.Flush(ctx); err != nil {
+		fail(fmt.Errorf("flush: %w", err))
+	}
+	return outcome.result(start)
+}
+
+// openLoop calls send for each record when it is due, record j at start + j/rate (open loop: a
+// slow acknowledgement does not delay the next send), with j in its value's first 8 bytes.
+func openLoop(records int, rate float64, start time.Time, send func(int, time.Time, []byte)) {
+	period := time.Duration(float64(time.Second) / rate)
+	for j := 0; j < records; j++ {
 		due := start.Add(time.Duration(j) * period)
 		if wait := time.Until(due); wait > 0 {
 			time.Sleep(wait)
 		}
 		value := make([]byte, recordSize)
 		binary.LittleEndian.PutUint64(value, uint64(j))
-		slot := j
-		client.Produce(ctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
-			if err != nil {
-				errors.Add(1)
-				firstError.CompareAndSwap(nil, err.Error())
-				latencies[slot] = -1
-				return
-			}
-			latencies[slot] = time.Since(due).Microseconds()
-		})
+		send(j, due, value)
 	}
-	if err := client.Flush(ctx); err != nil {
-		fail(fmt.Errorf("flush: %w", err))
-	}
-	out := result{Count: total, Errors: errors.Load(), WallS: time.Since(start).Seconds()}
-	for _, latency := range latencies {
+}
+
+// tally collects an open-loop run's outcome: each record's latency (-1: it failed) and errors.
+type tally struct {
+	latencies  []int64
+	errors     atomic.Int64
+	firstError atomic.Value
+}
+
+func newTally(records int) *tally {
+	return &tally{latencies: make([]int64, records)}
+}
+
+func (t *tally) failed(slot int, err error) {
+	t.errors.Add(1)
+	t.firstError.CompareAndSwap(nil, err.Error())
+	t.latencies[slot] = -1
+}
+
+// result gives the latencies of the acknowledged records of a run that began at start.
+func (t *tally) result(start time.Time) result {
+	out := result{Count: len(t.latencies), Errors: t.errors.Load(), WallS: time.Since(start).Seconds()}
+	for _, latency := range t.latencies {
 		if latency >= 0 {
 			out.LatenciesUs = append(out.LatenciesUs, latency)
 		}
 	}
-	if first, ok := firstError.Load().(string); ok {
+	if first, ok := t.firstError.Load().(string); ok {
 		out.FirstError = first
 	}
 	return out

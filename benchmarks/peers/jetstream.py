@@ -26,6 +26,7 @@ from .workload import (
     Settings,
     cpu_per_100k,
     latency_of,
+    loadgen_phase,
     percentiles,
     run_phases,
     run_workers,
@@ -304,11 +305,4 @@ def _go_steady(cluster: Cluster, s: Settings) -> dict[str, Any]:
     nats-py, are measured. The servers' CPU is taken over the program's whole run."""
     cpu0 = cluster.cpu_seconds()
     result = loadgen.js_steady(cluster.bootstrap, "peers.steady", s.steady_rate, s.steady_seconds)
-    cpu = cluster.cpu_seconds() - cpu0
-    return {
-        **percentiles(result["latencies"]),
-        "records": result["count"],
-        "errors": result["errors"],
-        "achieved_rate": result["count"] / result["wall_s"],
-        "cpu_per_100k_s": cpu_per_100k(cpu, result["count"]),
-    } | ({"error_example": result["first_error"]} if result.get("first_error") else {})
+    return loadgen_phase(result, cluster.cpu_seconds() - cpu0)

@@ -432,7 +432,11 @@ def _loadgen_steady(
     its warm-up of one record per partition included."""
     cpu0 = cluster.cpu_seconds()
     result = loadgen.steady(cluster.bootstrap, topic, rate, seconds, s.partitions)
-    cpu = cluster.cpu_seconds() - cpu0
+    return loadgen_phase(result, cluster.cpu_seconds() - cpu0)
+
+
+def loadgen_phase(result: dict[str, Any], cpu: float) -> dict[str, Any]:
+    """A steady phase's figures from the Go program's `result` and the servers' CPU seconds."""
     return {
         **percentiles(result["latencies"]),
         "records": result["count"],

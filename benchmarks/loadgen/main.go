@@ -3,6 +3,7 @@
 //
 //	loadgen -brokers HOST:PORT steady -topic T -partitions 6 -rate 10000 -seconds 20
 //	loadgen -brokers nats://HOST:PORT js-steady -topic SUBJECT -rate 10000 -seconds 20
+//	(and js-batched, js-one, js-e2e: JetStream's other measurements, in jetstream.go)
 //
 // steady: open loop, record j is due at t0 + j/rate and its latency runs from then (not from
 // when it was sent) to its acknowledgement, as in the Python producer workers. Each record is
@@ -52,10 +53,23 @@ func main() {
 	rate := sub.Float64("rate", 10000, "records per second")
 	seconds := sub.Float64("seconds", 20, "how long")
 	acks := sub.String("acks", "all", "all, 1 or 0")
+	count := sub.Int("count", 1000, "messages (js-batched, js-one)")
+	publishers := sub.Int("publishers", 3, "publishers, each with its own connection (js-batched)")
 	_ = sub.Parse(flag.Args()[1:])
 
-	if flag.Arg(0) == "js-steady" { // jetstream.go: the brokers are NATS servers
+	// jetstream.go: the brokers are NATS servers
+	switch flag.Arg(0) {
+	case "js-steady":
 		emit(jsSteady(*brokers, *topic, *rate, *seconds))
+		return
+	case "js-batched":
+		emit(jsBatched(*brokers, *topic, *count, *publishers))
+		return
+	case "js-one":
+		emit(jsOne(*brokers, *topic, *count))
+		return
+	case "js-e2e":
+		emit(jsE2E(*brokers, *topic, *rate, *seconds))
 		return
 	}
 	client, err := kgo.NewClient(

@@ -6,8 +6,9 @@ counterpart of acks=all with min.insync.replicas=2 on RF=3. Batched throughput u
 publisher (publish_async, up to 4,000 acks outstanding per connection); one-at-a-time awaits each
 ack; the steady and end-to-end runs publish asynchronously on an open-loop schedule. A stream is
 one Raft group (no partitions), so the 6-partition topic has no counterpart here. With
-``--client franz-go`` the steady run comes from the Go program's nats.go publisher instead
-(peers/loadgen.py), as the Kafka-protocol systems' comes from franz-go.
+``--client franz-go`` every run comes from the Go program's nats.go client instead
+(peers/loadgen.py): the same publishers and schedules, in one process that costs the machine
+far less than nats-py, as the Kafka-protocol systems' steady run comes from franz-go.
 """
 
 from __future__ import annotations
@@ -235,6 +236,9 @@ def measure(cluster: Cluster, settings: Settings, rf: int, log: Callable[[str], 
     s = settings
     servers = cluster.bootstrap
 
+    if s.client == loadgen.CLIENT:
+        return run_phases(_go_phases(cluster, s), log)
+
     def batched() -> dict[str, Any]:
         share = s.records // s.producers
         args = [("batched", (servers, "peers.batch", share)) for _ in range(s.producers)]
@@ -245,8 +249,6 @@ def measure(cluster: Cluster, settings: Settings, rf: int, log: Callable[[str], 
         return asyncio.run(_one_at_a_time(cluster, "peers.one", s.one_at_a_time))
 
     def steady() -> dict[str, Any]:
-        if s.client == loadgen.CLIENT:
-            return _go_steady(cluster, s)
         n = s.producers
         args = [
             ("steady", (servers, "peers.steady", s.steady_rate, s.steady_seconds, i, n))
@@ -299,10 +301,58 @@ def measure(cluster: Cluster, settings: Settings, rf: int, log: Callable[[str], 
     )
 
 
-def _go_steady(cluster: Cluster, s: Settings) -> dict[str, Any]:
-    """(c) from the Go program's nats.go publisher (peers/loadgen.py), as the Kafka-protocol
-    systems get it from franz-go with ``--client franz-go``: one process, so the servers, not
-    nats-py, are measured. The servers' CPU is taken over the program's whole run."""
-    cpu0 = cluster.cpu_seconds()
-    result = loadgen.js_steady(cluster.bootstrap, "peers.steady", s.steady_rate, s.steady_seconds)
-    return loadgen_phase(result, cluster.cpu_seconds() - cpu0)
+LATENCY_KEYS = ("p50_ms", "p99_ms", "p999_ms", "records", "errors")
+
+
+def _go_phases(cluster: Cluster, s: Settings) -> dict[str, Callable[[], dict[str, Any]]]:
+    """The measurements from the Go program's nats.go client (peers/loadgen.py), with the
+    settings nats-py's runs use: one process, so the servers, not the client, are measured. The
+    servers' CPU is taken over each program's whole run (its connections and one warm-up
+    message each included)."""
+    servers = cluster.bootstrap
+
+    def with_cpu(run: Callable[[], dict[str, Any]]) -> tuple[dict[str, Any], float]:
+        cpu0 = cluster.cpu_seconds()
+        result = run()
+        return result, cluster.cpu_seconds() - cpu0
+
+    def batched() -> dict[str, Any]:
+        result, cpu = with_cpu(
+            lambda: loadgen.js_batched(servers, "peers.batch", s.records, s.producers)
+        )
+        return {
+            "records_per_sec": result["count"] / result["wall_s"],
+            "records": result["count"],
+            "errors": result["errors"],
+            "cpu_per_100k_s": cpu_per_100k(cpu, result["count"]),
+        }
+
+    def one_at_a_time() -> dict[str, Any]:
+        result, cpu = with_cpu(lambda: loadgen.js_one(servers, "peers.one", s.one_at_a_time))
+        phase = loadgen_phase(result, cpu)
+        return {key: phase[key] for key in (*LATENCY_KEYS, "cpu_per_100k_s")}
+
+    def steady() -> dict[str, Any]:
+        result, cpu = with_cpu(
+            lambda: loadgen.js_steady(servers, "peers.steady", s.steady_rate, s.steady_seconds)
+        )
+        return loadgen_phase(result, cpu)
+
+    def e2e() -> dict[str, Any]:
+        result = loadgen.js_e2e(servers, "peers.e2e", s.e2e_rate, s.e2e_seconds)
+        phase = loadgen_phase(result, 0.0)
+        return {key: phase[key] for key in LATENCY_KEYS} | {"rate": s.e2e_rate}
+
+    def warm_up() -> dict[str, Any]:
+        # Untimed, as for the Kafka-protocol systems (workload.measure).
+        loadgen.js_batched(servers, "peers.batch", max(1, s.records // 5), s.producers)
+        loadgen.js_steady(servers, "peers.steady", s.steady_rate, 1.0)
+        return {}
+
+    return {
+        "warm-up": warm_up,
+        "batched": batched,
+        "one_at_a_time": one_at_a_time,
+        "steady": steady,
+        "e2e": e2e,
+    }

@@ -4,6 +4,7 @@
     python benchmarks/bench_small_requests.py --rounds 5 --seconds 30 --json
     python benchmarks/bench_small_requests.py --client confluent   # the Python producers
     python benchmarks/bench_small_requests.py --profile /tmp/profile  # py-spy of the brokers
+    python benchmarks/bench_small_requests.py --steady-rf 1 --steady-acks 1  # no replication
 
 One rlog cluster (``rlog cluster up --brokers 3``, RF=3, min.insync.replicas=2, acks=all, 100-byte
 records; the same three topics throughout), measured in rounds; each round runs:
@@ -18,6 +19,9 @@ costs about a quarter of a core at 10,000 records/s; with ``--client confluent``
 confluent-kafka producer processes, which cost about 0.6 of a core there, taken from the brokers
 on a 2-core machine. The other phases use confluent-kafka: one record in flight costs the
 client little, and their figures stay comparable with earlier runs.
+
+``--steady-rf 1`` (and ``--steady-acks 1``) run the steady phase on a topic without followers:
+what the leaders' own work per request costs, apart from replication's.
 
 For each phase it reports the latency percentiles (or records/s), the brokers' CPU seconds, and
 requests per broker CPU-second: every request the three brokers' listeners read (clients' and
@@ -87,8 +91,9 @@ def with_request_rate(cluster: Cluster, phase: Callable[[], dict[str, Any]]) -> 
 TOPICS = {"one": "small-one", "steady": "small-steady", "batch": "small-batch"}
 
 
-def create_the_topics(cluster: Cluster, settings: Settings) -> None:
-    create_topics(cluster.bootstrap, [TOPICS["steady"], TOPICS["batch"]], settings.partitions, 3)
+def create_the_topics(cluster: Cluster, settings: Settings, steady_rf: int) -> None:
+    create_topics(cluster.bootstrap, [TOPICS["batch"]], settings.partitions, 3)
+    create_topics(cluster.bootstrap, [TOPICS["steady"]], settings.partitions, steady_rf)
     create_topics(cluster.bootstrap, [TOPICS["one"]], 1, 3)
 
 
@@ -138,6 +143,19 @@ def main() -> None:
         default=loadgen.CLIENT,
         help="of the steady phase",
     )
+    parser.add_argument(
+        "--steady-rf",
+        type=int,
+        choices=(1, 3),
+        default=3,
+        help="the steady topic's replication factor: 1 leaves the followers' work out",
+    )
+    parser.add_argument(
+        "--steady-acks",
+        choices=("all", "1"),
+        default="all",
+        help="of the steady phase: 1 leaves the wait for the followers out of its latency",
+    )
     parser.add_argument("--json", action="store_true", help="print every round as JSON")
     parser.add_argument(
         "--profile",
@@ -156,12 +174,13 @@ def main() -> None:
         e2e_rate=0,
         e2e_seconds=0,
         client=args.client,
+        steady_acks=args.steady_acks,
     )
     root = Path(tempfile.mkdtemp(prefix="rlog-small-requests-"))
     cluster = rlog_peer.start(root, BROKERS)
     rounds: list[dict[str, Any]] = []
     try:
-        create_the_topics(cluster, settings)
+        create_the_topics(cluster, settings, args.steady_rf)
         measure_phase("warm-up", cluster, {"steady": TOPICS["steady"]}, settings)
         if args.profile is not None:
             profiles = profile_phase(
@@ -180,7 +199,15 @@ def main() -> None:
     if args.json:
         print(json.dumps(rounds, indent=2))
         return
-    print(f"rlog, 3 brokers RF=3 acks=all, {args.client} client, median of {len(rounds)} rounds")
+    steady = (
+        ""
+        if (args.steady_rf, args.steady_acks) == (3, "all")
+        else (f" (steady phase: RF={args.steady_rf} acks={args.steady_acks})")
+    )
+    print(
+        f"rlog, 3 brokers RF=3 acks=all{steady}, {args.client} client, "
+        f"median of {len(rounds)} rounds"
+    )
     for label, value in medians(rounds).items():
         fmt = next(f for lbl, _p, _k, f in ROWS if lbl == label)
         print(f"  {label:32} {format(value, fmt):>12}")

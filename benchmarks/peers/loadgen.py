@@ -70,10 +70,10 @@ def binary() -> Path:
 
 
 def steady(
-    bootstrap: str, topic: str, rate: int, seconds: float, partitions: int
+    bootstrap: str, topic: str, rate: int, seconds: float, partitions: int, acks: str = "all"
 ) -> dict[str, Any]:
     """Run the open-loop load to its end; its result, with every latency in seconds."""
-    argv = [str(binary()), "-brokers", bootstrap, "steady", "-topic", topic]
+    argv = [str(binary()), "-brokers", bootstrap, "steady", "-topic", topic, "-acks", acks]
     argv += ["-rate", str(rate), "-seconds", str(seconds), "-partitions", str(partitions)]
     return _run(argv, seconds)
 

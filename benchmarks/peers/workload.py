@@ -55,6 +55,9 @@ class Settings:
     # The client of (c), the steady small-request run: "confluent" (producer processes) or
     # "franz-go" (peers/loadgen.py: a Go program that costs the machine less).
     client: str = "confluent"
+    # (c)'s acks: "all" for every figure peers.py compares; bench_small_requests.py's
+    # --steady-acks 1 takes the followers' wait out of the latency, to see what it costs.
+    steady_acks: str = "all"
 
 
 def latency_of(value: bytes | None, now: float) -> float | None:
@@ -409,8 +412,9 @@ def _one_at_a_time(cluster: Cluster, topic: str, count: int) -> dict[str, Any]:
 
 def _steady(cluster: Cluster, topic: str, rate: int, seconds: float, s: Settings) -> dict[str, Any]:
     workers = s.producers
+    steady_props = EAGER_PROPS | {"acks": s.steady_acks}
     args = [
-        (cluster.bootstrap, topic, rate, seconds, i, workers, s.partitions, EAGER_PROPS)
+        (cluster.bootstrap, topic, rate, seconds, i, workers, s.partitions, steady_props)
         for i in range(workers)
     ]
     runs, cpu, wall = run_workers(_steady_worker, args, cluster, timeout_s=seconds + 300)
@@ -431,7 +435,7 @@ def _loadgen_steady(
     """(c) from the Go load generator. The brokers' CPU is taken over the program's whole run,
     its warm-up of one record per partition included."""
     cpu0 = cluster.cpu_seconds()
-    result = loadgen.steady(cluster.bootstrap, topic, rate, seconds, s.partitions)
+    result = loadgen.steady(cluster.bootstrap, topic, rate, seconds, s.partitions, s.steady_acks)
     return loadgen_phase(result, cluster.cpu_seconds() - cpu0)
 
 

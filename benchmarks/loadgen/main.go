@@ -3,7 +3,11 @@
 //
 //	loadgen -brokers HOST:PORT steady -topic T -partitions 6 -rate 10000 -seconds 20
 //	loadgen -brokers nats://HOST:PORT js-steady -topic SUBJECT -rate 10000 -seconds 20
-//	(and js-batched, js-one, js-e2e: JetStream's other measurements, in jetstream.go)
+//	loadgen -brokers HOST:PORT batched -topic T -partitions 6 -count 1000000 -publishers 3
+//	loadgen -brokers HOST:PORT one -topic T -count 5000
+//	loadgen -brokers HOST:PORT e2e -topic T -partitions 6 -rate 1000 -seconds 20
+//	(batched, one and e2e: peers.py's other measurements, in kafka.go; js-batched, js-one and
+//	js-e2e: JetStream's, in jetstream.go)
 //
 // steady: open loop, record j is due at t0 + j/rate and its latency runs from then (not from
 // when it was sent) to its acknowledgement, as in the Python producer workers. Each record is
@@ -53,8 +57,8 @@ func main() {
 	rate := sub.Float64("rate", 10000, "records per second")
 	seconds := sub.Float64("seconds", 20, "how long")
 	acks := sub.String("acks", "all", "all, 1 or 0")
-	count := sub.Int("count", 1000, "messages (js-batched, js-one)")
-	publishers := sub.Int("publishers", 3, "publishers, each with its own connection (js-batched)")
+	count := sub.Int("count", 1000, "records (batched, one, js-batched, js-one)")
+	publishers := sub.Int("publishers", 3, "producers, each with its own client (batched, js-batched)")
 	_ = sub.Parse(flag.Args()[1:])
 
 	// jetstream.go: the brokers are NATS servers
@@ -72,32 +76,54 @@ func main() {
 		emit(jsE2E(*brokers, *topic, *rate, *seconds))
 		return
 	}
-	client, err := kgo.NewClient(
-		kgo.SeedBrokers(strings.Split(*brokers, ",")...),
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	seeds := strings.Split(*brokers, ",")
+	// kafka.go: the other measurements of peers.py on a Kafka-protocol system
+	switch flag.Arg(0) {
+	case "steady":
+		client := newProducer(seeds, *topic, *acks, eager...)
+		defer client.Close()
+		warmUp(ctx, client, *partitions)
+		emit(steady(ctx, client, *rate, *seconds))
+	case "batched":
+		emit(batched(ctx, seeds, *topic, *acks, *count, *publishers, *partitions))
+	case "one":
+		emit(one(ctx, seeds, *topic, *acks, *count))
+	case "e2e":
+		emit(endToEnd(ctx, seeds, *topic, *acks, *rate, *seconds, *partitions))
+	default:
+		fail(fmt.Errorf("no command %q", flag.Arg(0)))
+	}
+}
+
+// eager: each record sent at once (no linger), round-robin over the partitions, without
+// idempotence and with many requests in flight per broker, as librdkafka does with linger.ms=0.
+var eager = []kgo.Opt{
+	kgo.ProducerLinger(0),
+	kgo.MaxProduceRequestsInflightPerBroker(1000),
+	kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
+}
+
+// newProducer is a client producing to topic with the given acks, uncompressed and without
+// idempotence (librdkafka's defaults), and the options that make it eager or batching.
+func newProducer(seeds []string, topic, acks string, opts ...kgo.Opt) *kgo.Client {
+	base := []kgo.Opt{
+		kgo.SeedBrokers(seeds...),
 		// The protocol of Kafka 4.1, the peer Kafka of benchmarks/peers.py, for every system:
 		// franz-go would otherwise open with ApiVersions v5 (Kafka 4.4), which Tansu answers by
 		// closing the connection instead of with UNSUPPORTED_VERSION.
 		kgo.MaxVersions(kversion.V4_1_0()),
-		kgo.DefaultProduceTopic(*topic),
-		kgo.ProducerLinger(0),
+		kgo.DefaultProduceTopic(topic),
 		kgo.DisableIdempotentWrite(),
-		kgo.MaxProduceRequestsInflightPerBroker(1000),
-		kgo.RequiredAcks(requiredAcks(*acks)),
+		kgo.RequiredAcks(requiredAcks(acks)),
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
-		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
-	)
+	}
+	client, err := kgo.NewClient(append(base, opts...)...)
 	if err != nil {
 		fail(err)
 	}
-	defer client.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	warmUp(ctx, client, *partitions)
-
-	if flag.Arg(0) != "steady" {
-		fail(fmt.Errorf("no command %q", flag.Arg(0)))
-	}
-	emit(steady(ctx, client, *rate, *seconds))
+	return client
 }
 
 // emit writes the result as one JSON object on standard output.

@@ -22,6 +22,7 @@ from typing import Any
 from . import loadgen
 from .common import Cluster, PeerUnavailable, free_ports, installed_binary, start_process
 from .workload import (
+    LATENCY_KEYS,
     RECORD_SIZE,
     STAMP,
     Settings,
@@ -236,7 +237,7 @@ def measure(cluster: Cluster, settings: Settings, rf: int, log: Callable[[str], 
     s = settings
     servers = cluster.bootstrap
 
-    if s.client == loadgen.CLIENT:
+    if s.client == loadgen.CLIENT and s.every_phase:
         return run_phases(_go_phases(cluster, s), log)
 
     def batched() -> dict[str, Any]:
@@ -249,6 +250,8 @@ def measure(cluster: Cluster, settings: Settings, rf: int, log: Callable[[str], 
         return asyncio.run(_one_at_a_time(cluster, "peers.one", s.one_at_a_time))
 
     def steady() -> dict[str, Any]:
+        if s.client == loadgen.CLIENT:
+            return _go_phases(cluster, s)["steady"]()
         n = s.producers
         args = [
             ("steady", (servers, "peers.steady", s.steady_rate, s.steady_seconds, i, n))
@@ -299,9 +302,6 @@ def measure(cluster: Cluster, settings: Settings, rf: int, log: Callable[[str], 
         },
         log,
     )
-
-
-LATENCY_KEYS = ("p50_ms", "p99_ms", "p999_ms", "records", "errors")
 
 
 def _go_phases(cluster: Cluster, s: Settings) -> dict[str, Callable[[], dict[str, Any]]]:

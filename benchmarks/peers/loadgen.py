@@ -11,6 +11,9 @@ Produce requests as librdkafka for the same records (4,700/s against 9,200/s at 
 The program is built with ``go build`` on first use into ``~/.cache/rlog/peers/loadgen-<hash>/``,
 keyed on a hash of its sources; its modules come from the Go module proxy, pinned by go.sum.
 
+With peers.py's ``--client franz-go`` it gives the other measurements too (``batched``,
+``one``, ``e2e``), with the settings of the confluent-kafka runs.
+
 The same program measures JetStream with nats.go (``js_batched``, ``js_one``, ``js_steady``,
 ``js_e2e``), so that with ``--client franz-go`` JetStream's figures come from a Go client, not
 nats-py, which here cannot publish more than about 31,000 msg/s nor hold 10,000 msg/s on an
@@ -76,6 +79,30 @@ def steady(
     argv = [str(binary()), "-brokers", bootstrap, "steady", "-topic", topic, "-acks", acks]
     argv += ["-rate", str(rate), "-seconds", str(seconds), "-partitions", str(partitions)]
     return _run(argv, seconds)
+
+
+def batched(
+    bootstrap: str, topic: str, count: int, producers: int, partitions: int
+) -> dict[str, Any]:
+    """`count` records from `producers` clients, linger 5 ms (peers' batched settings); wall_s
+    runs from the first record to the last acknowledgement."""
+    argv = [str(binary()), "-brokers", bootstrap, "batched", "-topic", topic]
+    argv += ["-count", str(count), "-publishers", str(producers), "-partitions", str(partitions)]
+    return _run(argv, 0)
+
+
+def one(bootstrap: str, topic: str, count: int) -> dict[str, Any]:
+    """`count` records one at a time, each acknowledgement awaited; every latency."""
+    argv = [str(binary()), "-brokers", bootstrap, "one", "-topic", topic, "-count", str(count)]
+    return _run(argv, 0)
+
+
+def e2e(bootstrap: str, topic: str, rate: int, seconds: float, partitions: int) -> dict[str, Any]:
+    """The open-loop load with a consumer in the same program: each latency runs from the
+    record's due time to when the consumer has it (errors: records never consumed)."""
+    argv = [str(binary()), "-brokers", bootstrap, "e2e", "-topic", topic]
+    argv += ["-rate", str(rate), "-seconds", str(seconds), "-partitions", str(partitions)]
+    return _run(argv, seconds + 30)
 
 
 def js_steady(servers: str, subject: str, rate: int, seconds: float) -> dict[str, Any]:

@@ -58,6 +58,9 @@ class Settings:
     # (c)'s acks: "all" for every figure peers.py compares; bench_small_requests.py's
     # --steady-acks 1 takes the followers' wait out of the latency, to see what it costs.
     steady_acks: str = "all"
+    # With the Go client: every measurement from it (peers.py), not only (c) (bench_small_requests,
+    # whose other phases stay comparable with its earlier runs).
+    every_phase: bool = False
 
 
 def latency_of(value: bytes | None, now: float) -> float | None:
@@ -356,6 +359,8 @@ def measure_phase(
     """One measurement: "batched" (topics["batch"]), "one_at_a_time" (topics["one"], one
     partition), "steady" and "e2e" (their topics), or an untimed "warm-up"."""
     boot = cluster.bootstrap
+    if s.every_phase and s.client == loadgen.CLIENT and name != "steady":
+        return _loadgen_phase(name, cluster, topics, s)
     if name == "batched":
         share = s.records // s.producers
         args = [(boot, topics["batch"], share, s.partitions) for _ in range(s.producers)]
@@ -384,6 +389,43 @@ def measure_phase(
         measure_phase("steady", cluster, topics, Settings(**{**s.__dict__, "steady_seconds": 1.0}))
         return {}
     raise ValueError(f"no phase {name!r}")
+
+
+def _loadgen_phase(
+    name: str, cluster: Cluster, topics: dict[str, str], s: Settings
+) -> dict[str, Any]:
+    """`measure_phase` from the Go program: franz-go with the confluent-kafka runs' settings.
+    The brokers' CPU is taken over each program's whole run, its warm-up records included."""
+    boot = cluster.bootstrap
+    cpu0 = cluster.cpu_seconds()
+    if name == "batched":
+        result = loadgen.batched(boot, topics["batch"], s.records, s.producers, s.partitions)
+        return {
+            "records_per_sec": result["count"] / result["wall_s"],
+            "records": result["count"],
+            "errors": result["errors"],
+            "cpu_per_100k_s": cpu_per_100k(cluster.cpu_seconds() - cpu0, result["count"]),
+        }
+    if name == "one_at_a_time":
+        phase = loadgen_phase(loadgen.one(boot, topics["one"], s.one_at_a_time), 0.0)
+        cpu = cluster.cpu_seconds() - cpu0
+        return {key: phase[key] for key in LATENCY_KEYS} | {
+            "cpu_per_100k_s": cpu_per_100k(cpu, phase["records"])
+        }
+    if name == "e2e":
+        result = loadgen.e2e(boot, topics["e2e"], s.e2e_rate, s.e2e_seconds, s.partitions)
+        phase = loadgen_phase(result, 0.0)
+        return {key: phase[key] for key in LATENCY_KEYS} | {"rate": s.e2e_rate}
+    if name == "warm-up":
+        if "batch" in topics:
+            share = max(1, s.records // 5)
+            loadgen.batched(boot, topics["batch"], share, s.producers, s.partitions)
+        measure_phase("steady", cluster, topics, Settings(**{**s.__dict__, "steady_seconds": 1.0}))
+        return {}
+    raise ValueError(f"no phase {name!r}")
+
+
+LATENCY_KEYS = ("p50_ms", "p99_ms", "p999_ms", "records", "errors")
 
 
 def _one_at_a_time(cluster: Cluster, topic: str, count: int) -> dict[str, Any]:

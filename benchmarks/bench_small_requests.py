@@ -27,6 +27,10 @@ For each phase it reports the latency percentiles (or records/s), the brokers' C
 requests per broker CPU-second: every request the three brokers' listeners read (clients' and
 the followers' own fetches, from each broker's traffic.json) divided by the CPU seconds the
 brokers and the controller used over the same window. Figures are medians over the rounds.
+
+For the steady phase it also reports how long each broker was runnable but waiting for a CPU,
+per second (Linux's schedstat): about 0.5 s/s beside 0.5 CPU-s/s means the broker was never
+idle and its requests queued, on a machine whose 2 cores the 3 brokers and the client share.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from broker_profile import profile_phase, report
+from broker_profile import broker_pids, profile_phase, report
 from peers import loadgen
 from peers import rlog as rlog_peer
 from peers.common import Cluster
@@ -67,11 +71,32 @@ def requests_read(cluster: Cluster) -> dict[str, int]:
     return total
 
 
+def run_queue_wait_s(cluster: Cluster) -> float:
+    """Seconds the brokers' threads have spent runnable but waiting for a CPU (the second field
+    of each /proc/PID/task/TID/schedstat), summed; NaN where the kernel does not keep it."""
+    total_ns = 0
+    for pid in broker_pids(cluster).values():
+        try:
+            tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        except OSError:
+            return float("nan")
+        for task in tasks:
+            try:
+                total_ns += int((task / "schedstat").read_text().split()[1])
+            except (OSError, IndexError, ValueError):
+                continue  # a thread that ended meanwhile
+    return total_ns / 1e9
+
+
 def with_request_rate(cluster: Cluster, phase: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """Run a phase and add the requests the brokers read per CPU-second they used meanwhile."""
+    """Run a phase and add the requests the brokers read per CPU-second they used meanwhile,
+    and how long each broker waited for a CPU per second: near 1 minus its CPU share, it was
+    never idle, and requests queued behind one another."""
     time.sleep(TRAFFIC_WRITE_INTERVAL_S)
     requests0, cpu0, t0 = requests_read(cluster), cluster.cpu_seconds(), time.monotonic()
+    waited0, began = run_queue_wait_s(cluster), time.monotonic()
     result = phase()
+    waited1, ended = run_queue_wait_s(cluster), time.monotonic()
     time.sleep(TRAFFIC_WRITE_INTERVAL_S)
     requests1, cpu1, t1 = requests_read(cluster), cluster.cpu_seconds(), time.monotonic()
     requests, cpu = requests1["all"] - requests0["all"], cpu1 - cpu0
@@ -83,6 +108,7 @@ def with_request_rate(cluster: Cluster, phase: Callable[[], dict[str, Any]]) -> 
         "produce_requests_per_s": produce / (t1 - t0),
         "fetch_requests_per_s": fetch / (t1 - t0),
         "requests_per_cpu_s": requests / cpu if cpu > 0 else float("nan"),
+        "run_queue_wait_per_broker": (waited1 - waited0) / (ended - began) / BROKERS,
     }
 
 
@@ -117,6 +143,7 @@ ROWS = [
     ("steady Produce requests/s", "steady", "produce_requests_per_s", ",.0f"),
     ("steady Fetch requests/s", "steady", "fetch_requests_per_s", ",.0f"),
     ("steady requests/CPU-s", "steady", "requests_per_cpu_s", ",.0f"),
+    ("steady run-queue wait s/s/broker", "steady", "run_queue_wait_per_broker", ".2f"),
     ("batched rec/s", "batched", "records_per_sec", ",.0f"),
     ("batched broker CPU s/100k", "batched", "cpu_per_100k_s", ".2f"),
 ]

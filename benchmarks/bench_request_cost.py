@@ -25,6 +25,7 @@ from pathlib import Path
 import psutil
 from bench_small_requests import requests_read
 from confluent_kafka.admin import AdminClient
+from machine_wakeups import describe, ping_pong
 from peers import rlog as rlog_peer
 from peers.workload import create_topics
 
@@ -121,6 +122,10 @@ def main() -> None:
     parser.add_argument("--window", type=int, action="append", help="default: 1 and 16")
     args = parser.parse_args()
     windows = args.window or [1, 16]
+    # Before any client thread starts: machine_wakeups forks.
+    floor = ping_pong(args.requests, echo_polls=False)
+    print("this machine, two processes asleep between messages (machine_wakeups.py):")
+    print(f"  {describe(floor, 'loopback ping-pong')}")
     print(f"broker CPU per one-record Produce (medians of {args.rounds} x {args.requests:,})")
     measure(1, 1, windows, args.requests, args.rounds)
     measure(3, -1, windows, args.requests, args.rounds)

@@ -11,7 +11,7 @@ shows what the sleeping and waking itself costs.
 Each small Produce wakes the leader and the client, and with acks=all each follower and the
 leader again: on a virtual machine, where waking a process on an idle virtual CPU goes through
 the hypervisor, that can cost more than the Python that serves the request. On the 2-core
-machine the benchmarks ran on, runs gave 120-160 µs per round trip and 48-72 µs of CPU per
+machine the benchmarks ran on, runs gave 115-190 µs per round trip and 46-72 µs of CPU per
 side, against 29-46 µs and 14-25 µs for the sender with the echoing side polling. Machines
 differ by more than that, which is one reason the same benchmark gives such different
 latencies on them. bench_request_cost.py prints the first line before its own.

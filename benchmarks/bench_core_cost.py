@@ -2,14 +2,18 @@
 
     python benchmarks/bench_core_cost.py                  # ~1 minute
     python benchmarks/bench_core_cost.py --runs 7 --produces 8000
+    python benchmarks/bench_core_cost.py --window 1     # one Produce per settle
 
 It drives real `BrokerCore` objects, on real files in a temporary directory, through the unit
 tests' in-process cluster (tests/unit/test_broker_core.py: the metadata log, a network that
-delivers what the cores send, and the daemons' part of each Ready): rounds of 16 one-record
-Produce requests (100-byte values) stepped into the leader of a 1-partition topic and settled,
-then everything delivered until the cluster is quiet, as a pipelining client and the followers'
-parked fetches would make it. For 1 broker with acks=1 and for 3 brokers RF=3 with acks=all
-(the followers' fetches and appends counted too) it prints, per Produce:
+delivers what the cores send, and the daemons' part of each Ready): rounds of WINDOW one-record
+Produce requests (100-byte values; 16 by default) stepped into the leader of a 1-partition
+topic and settled, then everything delivered until the cluster is quiet, as a pipelining client
+and the followers' parked fetches would make it. ``--window 1`` gives each Produce its own
+settle and its own follower fetches, as a client with one record in flight does: the core's
+cost per pass of the event loop, which the default window spreads over 16 Produces. For 1
+broker with acks=1 and for 3 brokers RF=3 with acks=all (the followers' fetches and appends
+counted too) it prints, per Produce:
 
 * the bytecode instructions run in rlog.core's own functions (sys.settrace's opcode events; the
   harness, the codec's generated code and the standard library are not counted). The same code
@@ -42,7 +46,7 @@ from rlog.core.broker.messages import ClientRequest
 from rlog.core.protocol.apis import ApiKey
 from rlog.core.records import build_batch
 
-WINDOW = 16  # produces stepped before the cluster settles and delivers
+WINDOW = 16  # produces stepped before the cluster settles and delivers, by default
 WARM_UP_ROUNDS = 50
 CORE_DIR = str(Path(rlog.core.__file__).parent)  # as the code objects name their files
 
@@ -51,7 +55,8 @@ class Workload:
     """A fresh cluster on real files under `root`, warmed up; `one_round` steps WINDOW produces
     into the leader, settles it and delivers until the cluster is quiet."""
 
-    def __init__(self, root: Path, brokers: tuple[int, ...], acks: int) -> None:
+    def __init__(self, root: Path, brokers: tuple[int, ...], acks: int, window: int) -> None:
+        self.window = window
         self.cluster = Cluster(brokers=brokers, real_files=root)
         self.cluster.run()
         self.leader_id = brokers[0]
@@ -64,7 +69,7 @@ class Workload:
 
     def one_round(self) -> None:
         cluster, leader = self.cluster, self.cluster.cores[self.leader_id]
-        for _ in range(WINDOW):
+        for _ in range(self.window):
             token = ("client", self.leader_id, next(self.tokens), ApiKey.PRODUCE, PRODUCE_V)
             leader.step(
                 ClientRequest(token, ApiKey.PRODUCE, PRODUCE_V, self.body),
@@ -80,13 +85,15 @@ class Workload:
             raise RuntimeError(f"{answered} of {produces} produces answered")
 
 
-def measure(brokers: tuple[int, ...], acks: int, produces: int, count: bool) -> float:
+def measure(
+    brokers: tuple[int, ...], acks: int, produces: int, count: bool, window: int = WINDOW
+) -> float:
     """CPU µs per Produce over `produces` of them on a fresh cluster or, with `count`, the
     bytecode instructions the core's own functions ran per Produce (the harness's not counted)."""
     root = Path(tempfile.mkdtemp(prefix="rlog-core-cost-"))
     try:
-        workload = Workload(root, brokers, acks)
-        rounds = max(1, produces // WINDOW)
+        workload = Workload(root, brokers, acks, window)
+        rounds = max(1, produces // window)
         if count:
             instructions = count_instructions(workload, rounds)
         else:
@@ -94,8 +101,8 @@ def measure(brokers: tuple[int, ...], acks: int, produces: int, count: bool) -> 
             for _ in range(rounds):
                 workload.one_round()
             elapsed = time.process_time() - started
-        workload.check_answered(rounds * WINDOW)
-        return (instructions if count else elapsed * 1e6) / (rounds * WINDOW)
+        workload.check_answered(rounds * window)
+        return (instructions if count else elapsed * 1e6) / (rounds * window)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -128,14 +135,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="fresh clusters per setup")
     parser.add_argument("--produces", type=int, default=6_000, help="measured per run")
+    parser.add_argument(
+        "--window",
+        type=int,
+        default=WINDOW,
+        help=f"Produces stepped per settle (default {WINDOW}; 1: one per pass of the loop)",
+    )
     args = parser.parse_args()
-    print(f"broker core per one-record Produce, in process ({args.runs} runs of {args.produces:,})")
+    print(
+        f"broker core per one-record Produce, in process ({args.runs} runs of "
+        f"{args.produces:,}, {args.window} per settle)"
+    )
     for label, brokers, acks in (
         ("1 broker, acks=1", (1,), 1),
         ("3 brokers RF=3, acks=all", (1, 2, 3), -1),
     ):
-        instructions = measure(brokers, acks, 800, count=True)
-        runs = [measure(brokers, acks, args.produces, count=False) for _ in range(args.runs)]
+        instructions = measure(brokers, acks, 800, count=True, window=args.window)
+        runs = [
+            measure(brokers, acks, args.produces, count=False, window=args.window)
+            for _ in range(args.runs)
+        ]
         print(
             f"  {label:26} {instructions:7,.0f} core bytecode instructions; CPU min "
             f"{min(runs):6.1f} µs, median {statistics.median(runs):6.1f} µs "

@@ -67,47 +67,27 @@ func jsBatched(servers, subject string, count, publishers int) result {
 		defer conn.Close()
 		streams[i] = js
 	}
-	var errors int64
-	var firstError string
-	var lock sync.Mutex
-	var done sync.WaitGroup
 	value := make([]byte, recordSize)
-	start := time.Now()
-	for i, js := range streams {
-		share := count / publishers
-		if i < count%publishers {
-			share++
+	return inParallel(count, publishers, func(i, share int, f *failures) {
+		js := streams[i]
+		futures := make([]jetstream.PubAckFuture, 0, share)
+		for range share {
+			future, err := js.PublishAsync(subject, value, jsRoom)
+			if err != nil {
+				f.add(err)
+				continue
+			}
+			futures = append(futures, future)
 		}
-		done.Add(1)
-		go func() {
-			defer done.Done()
-			futures := make([]jetstream.PubAckFuture, 0, share)
-			for range share {
-				future, err := js.PublishAsync(subject, value, jsRoom)
-				if err != nil {
-					lock.Lock()
-					errors++
-					firstError = err.Error()
-					lock.Unlock()
-					continue
-				}
-				futures = append(futures, future)
+		<-js.PublishAsyncComplete()
+		for _, future := range futures {
+			select {
+			case <-future.Ok():
+			case err := <-future.Err():
+				f.add(err)
 			}
-			<-js.PublishAsyncComplete()
-			for _, future := range futures {
-				select {
-				case <-future.Ok():
-				case err := <-future.Err():
-					lock.Lock()
-					errors++
-					firstError = err.Error()
-					lock.Unlock()
-				}
-			}
-		}()
-	}
-	done.Wait()
-	return result{Count: count, Errors: errors, WallS: time.Since(start).Seconds(), FirstError: firstError}
+		}
+	})
 }
 
 func jsOne(servers, subject string, count int) result {

@@ -14,8 +14,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -34,38 +32,20 @@ func batched(ctx context.Context, seeds []string, topic, acks string, count, pro
 		defer clients[i].Close()
 		warmUp(ctx, clients[i], partitions)
 	}
-	var errors atomic.Int64
-	var firstError atomic.Value
-	var done sync.WaitGroup
 	value := make([]byte, recordSize)
-	start := time.Now()
-	for i, client := range clients {
-		share := count / producers
-		if i < count%producers {
-			share++
+	return inParallel(count, producers, func(i, share int, f *failures) {
+		client := clients[i]
+		for range share {
+			client.Produce(ctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
+				if err != nil {
+					f.add(err)
+				}
+			})
 		}
-		done.Add(1)
-		go func() {
-			defer done.Done()
-			for range share {
-				client.Produce(ctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
-					if err != nil {
-						errors.Add(1)
-						firstError.CompareAndSwap(nil, err.Error())
-					}
-				})
-			}
-			if err := client.Flush(ctx); err != nil {
-				fail(fmt.Errorf("flush: %w", err))
-			}
-		}()
-	}
-	done.Wait()
-	out := result{Count: count, Errors: errors.Load(), WallS: time.Since(start).Seconds()}
-	if first, ok := firstError.Load().(string); ok {
-		out.FirstError = first
-	}
-	return out
+		if err := client.Flush(ctx); err != nil {
+			fail(fmt.Errorf("flush: %w", err))
+		}
+	})
 }
 
 func one(ctx context.Context, seeds []string, topic, acks string, count int) result {

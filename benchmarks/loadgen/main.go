@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -194,9 +195,8 @@ func openLoop(records int, rate float64, start time.Time, send func(int, time.Ti
 
 // tally collects an open-loop run's outcome: each record's latency (-1: it failed) and errors.
 type tally struct {
-	latencies  []int64
-	errors     atomic.Int64
-	firstError atomic.Value
+	failures
+	latencies []int64
 }
 
 func newTally(records int) *tally {
@@ -204,8 +204,7 @@ func newTally(records int) *tally {
 }
 
 func (t *tally) failed(slot int, err error) {
-	t.errors.Add(1)
-	t.firstError.CompareAndSwap(nil, err.Error())
+	t.add(err)
 	t.latencies[slot] = -1
 }
 
@@ -217,8 +216,43 @@ func (t *tally) result(start time.Time) result {
 			out.LatenciesUs = append(out.LatenciesUs, latency)
 		}
 	}
-	if first, ok := t.firstError.Load().(string); ok {
-		out.FirstError = first
-	}
+	out.FirstError = t.first()
 	return out
+}
+
+// failures counts a run's errors, from any goroutine, and keeps the first one's text.
+type failures struct {
+	errors     atomic.Int64
+	firstError atomic.Value
+}
+
+func (f *failures) add(err error) {
+	f.errors.Add(1)
+	f.firstError.CompareAndSwap(nil, err.Error())
+}
+
+func (f *failures) first() string {
+	text, _ := f.firstError.Load().(string)
+	return text
+}
+
+// inParallel splits count among n producers and runs produce(i, share, f) for each at once; its
+// result's wall time runs from the start to when the last of them returned.
+func inParallel(count, n int, produce func(i, share int, f *failures)) result {
+	var f failures
+	var done sync.WaitGroup
+	start := time.Now()
+	for i := range n {
+		share := count / n
+		if i < count%n {
+			share++
+		}
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			produce(i, share, &f)
+		}()
+	}
+	done.Wait()
+	return result{Count: count, Errors: f.errors.Load(), WallS: time.Since(start).Seconds(), FirstError: f.first()}
 }

@@ -34,14 +34,19 @@ from typing import Any
 from .common import PeerUnavailable, cache_dir
 
 SOURCE_DIR = Path(__file__).resolve().parents[1] / "loadgen"
-SOURCES = ("go.mod", "go.sum", "main.go", "jetstream.go")
 CLIENT = "franz-go"  # the name benchmarks print for this client
+
+
+def _sources() -> list[Path]:
+    """What `go build .` reads: the module files and every Go file of the directory (listed,
+    so a new file cannot be left out of the cache key)."""
+    return [SOURCE_DIR / "go.mod", SOURCE_DIR / "go.sum", *sorted(SOURCE_DIR.glob("*.go"))]
 
 
 def _source_hash() -> str:
     digest = hashlib.sha256()
-    for name in SOURCES:
-        digest.update(name.encode() + b"\0" + (SOURCE_DIR / name).read_bytes() + b"\0")
+    for path in _sources():
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
 
 

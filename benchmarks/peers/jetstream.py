@@ -22,13 +22,14 @@ from typing import Any
 from . import loadgen
 from .common import Cluster, PeerUnavailable, free_ports, installed_binary, start_process
 from .workload import (
-    LATENCY_KEYS,
     RECORD_SIZE,
     STAMP,
     Settings,
     cpu_per_100k,
     latency_of,
+    loadgen_latencies,
     loadgen_phase,
+    loadgen_throughput,
     percentiles,
     run_phases,
     run_workers,
@@ -320,17 +321,11 @@ def _go_phases(cluster: Cluster, s: Settings) -> dict[str, Callable[[], dict[str
         result, cpu = with_cpu(
             lambda: loadgen.js_batched(servers, "peers.batch", s.records, s.producers)
         )
-        return {
-            "records_per_sec": result["count"] / result["wall_s"],
-            "records": result["count"],
-            "errors": result["errors"],
-            "cpu_per_100k_s": cpu_per_100k(cpu, result["count"]),
-        }
+        return loadgen_throughput(result, cpu)
 
     def one_at_a_time() -> dict[str, Any]:
         result, cpu = with_cpu(lambda: loadgen.js_one(servers, "peers.one", s.one_at_a_time))
-        phase = loadgen_phase(result, cpu)
-        return {key: phase[key] for key in (*LATENCY_KEYS, "cpu_per_100k_s")}
+        return loadgen_latencies(result, cpu)
 
     def steady() -> dict[str, Any]:
         result, cpu = with_cpu(
@@ -340,8 +335,7 @@ def _go_phases(cluster: Cluster, s: Settings) -> dict[str, Callable[[], dict[str
 
     def e2e() -> dict[str, Any]:
         result = loadgen.js_e2e(servers, "peers.e2e", s.e2e_rate, s.e2e_seconds)
-        phase = loadgen_phase(result, 0.0)
-        return {key: phase[key] for key in LATENCY_KEYS} | {"rate": s.e2e_rate}
+        return loadgen_latencies(result) | {"rate": s.e2e_rate}
 
     def warm_up() -> dict[str, Any]:
         # Untimed, as for the Kafka-protocol systems (workload.measure).

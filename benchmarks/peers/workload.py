@@ -400,22 +400,13 @@ def _loadgen_phase(
     cpu0 = cluster.cpu_seconds()
     if name == "batched":
         result = loadgen.batched(boot, topics["batch"], s.records, s.producers, s.partitions)
-        return {
-            "records_per_sec": result["count"] / result["wall_s"],
-            "records": result["count"],
-            "errors": result["errors"],
-            "cpu_per_100k_s": cpu_per_100k(cluster.cpu_seconds() - cpu0, result["count"]),
-        }
+        return loadgen_throughput(result, cluster.cpu_seconds() - cpu0)
     if name == "one_at_a_time":
-        phase = loadgen_phase(loadgen.one(boot, topics["one"], s.one_at_a_time), 0.0)
-        cpu = cluster.cpu_seconds() - cpu0
-        return {key: phase[key] for key in LATENCY_KEYS} | {
-            "cpu_per_100k_s": cpu_per_100k(cpu, phase["records"])
-        }
+        result = loadgen.one(boot, topics["one"], s.one_at_a_time)
+        return loadgen_latencies(result, cluster.cpu_seconds() - cpu0)
     if name == "e2e":
         result = loadgen.e2e(boot, topics["e2e"], s.e2e_rate, s.e2e_seconds, s.partitions)
-        phase = loadgen_phase(result, 0.0)
-        return {key: phase[key] for key in LATENCY_KEYS} | {"rate": s.e2e_rate}
+        return loadgen_latencies(result) | {"rate": s.e2e_rate}
     if name == "warm-up":
         if "batch" in topics:
             share = max(1, s.records // 5)
@@ -423,9 +414,6 @@ def _loadgen_phase(
         measure_phase("steady", cluster, topics, Settings(**{**s.__dict__, "steady_seconds": 1.0}))
         return {}
     raise ValueError(f"no phase {name!r}")
-
-
-LATENCY_KEYS = ("p50_ms", "p99_ms", "p999_ms", "records", "errors")
 
 
 def _one_at_a_time(cluster: Cluster, topic: str, count: int) -> dict[str, Any]:
@@ -490,6 +478,26 @@ def loadgen_phase(result: dict[str, Any], cpu: float) -> dict[str, Any]:
         "achieved_rate": result["count"] / result["wall_s"],
         "cpu_per_100k_s": cpu_per_100k(cpu, result["count"]),
     } | ({"error_example": result["first_error"]} if result.get("first_error") else {})
+
+
+def loadgen_throughput(result: dict[str, Any], cpu: float) -> dict[str, Any]:
+    """A batched phase's figures from the Go program's `result` and the servers' CPU seconds."""
+    return {
+        "records_per_sec": result["count"] / result["wall_s"],
+        "records": result["count"],
+        "errors": result["errors"],
+        "cpu_per_100k_s": cpu_per_100k(cpu, result["count"]),
+    }
+
+
+def loadgen_latencies(result: dict[str, Any], cpu: float | None = None) -> dict[str, Any]:
+    """A one-at-a-time (with the servers' CPU seconds) or end-to-end phase's figures from the
+    Go program's `result`: its percentiles, records and errors."""
+    figures = {**percentiles(result["latencies"]), "records": result["count"]}
+    figures["errors"] = result["errors"]
+    if cpu is not None:
+        figures["cpu_per_100k_s"] = cpu_per_100k(cpu, result["count"])
+    return figures
 
 
 def _consumer_and_producer(barrier: Any, queue: Any, kind: str, args: tuple[Any, ...]) -> None:

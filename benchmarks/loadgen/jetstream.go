@@ -129,11 +129,7 @@ func jsE2E(servers, subject string, rate, seconds float64) result {
 	records := int(rate * seconds)
 	period := time.Duration(float64(time.Second) / rate)
 	start := time.Now().Add(50 * time.Millisecond)
-	// -1 until delivered: what never arrives counts as an error, as the Kafka consumer's.
-	latencies := make([]int64, records)
-	for i := range latencies {
-		latencies[i] = -1
-	}
+	outcome := newUndelivered(records) // under lock: the consumer writes it until stopped
 	var received sync.WaitGroup
 	received.Add(records)
 	var lock sync.Mutex
@@ -148,9 +144,9 @@ func jsE2E(servers, subject string, rate, seconds float64) result {
 		}
 		latency := time.Since(start.Add(time.Duration(j) * period)).Microseconds()
 		lock.Lock()
-		first := latencies[j] < 0
+		first := outcome.latencies[j] < 0
 		if first {
-			latencies[j] = latency
+			outcome.latencies[j] = latency
 		}
 		lock.Unlock()
 		if first {
@@ -170,17 +166,10 @@ func jsE2E(servers, subject string, rate, seconds float64) result {
 	case <-arrived:
 	case <-time.After(30 * time.Second):
 	}
-	out := newTally(records)
 	lock.Lock()
-	for slot, latency := range latencies {
-		if latency < 0 {
-			out.failed(slot, fmt.Errorf("message %d not delivered within 30 s of the last publish", slot))
-		} else {
-			out.latencies[slot] = latency
-		}
-	}
-	lock.Unlock()
-	return out.result(start)
+	defer lock.Unlock()
+	outcome.undelivered("not delivered within 30 s of the last publish")
+	return outcome.result(start)
 }
 
 // jsPublishOpenLoop publishes `records` messages asynchronously on the open-loop schedule from

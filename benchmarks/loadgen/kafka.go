@@ -76,10 +76,7 @@ func endToEnd(ctx context.Context, seeds []string, topic, acks string, rate, sec
 	// This run's records carry its start time after their index: the warm-up's and any earlier
 	// run's records in the topic are not counted.
 	run := uint64(start.UnixNano())
-	latencies := make([]int64, records)
-	for i := range latencies {
-		latencies[i] = -1 // until consumed: what never arrives counts as an error
-	}
+	outcome := newUndelivered(records) // written by the consumer until `consumed` closes
 	consumer, err := kgo.NewClient(
 		kgo.SeedBrokers(seeds...),
 		kgo.MaxVersions(kversion.V4_1_0()),
@@ -106,8 +103,8 @@ func endToEnd(ctx context.Context, seeds []string, topic, acks string, rate, sec
 					return
 				}
 				j := int(binary.LittleEndian.Uint64(record.Value))
-				if j < records && latencies[j] < 0 {
-					latencies[j] = now.Sub(start.Add(time.Duration(j) * period)).Microseconds()
+				if j < records && outcome.latencies[j] < 0 {
+					outcome.latencies[j] = now.Sub(start.Add(time.Duration(j) * period)).Microseconds()
 					seen++
 				}
 			})
@@ -122,13 +119,6 @@ func endToEnd(ctx context.Context, seeds []string, topic, acks string, rate, sec
 		fail(fmt.Errorf("flush: %w", err))
 	}
 	<-consumed
-	out := newTally(records)
-	for slot, latency := range latencies {
-		if latency < 0 {
-			out.failed(slot, fmt.Errorf("record %d not consumed within 30 s of the last send", slot))
-		} else {
-			out.latencies[slot] = latency
-		}
-	}
-	return out.result(start)
+	outcome.undelivered("not consumed within 30 s of the last send")
+	return outcome.result(start)
 }

@@ -203,6 +203,25 @@ func newTally(records int) *tally {
 	return &tally{latencies: make([]int64, records)}
 }
 
+// newUndelivered is a tally of an end-to-end run: every record -1, not yet delivered, until
+// the consumer gives it its latency.
+func newUndelivered(records int) *tally {
+	t := newTally(records)
+	for slot := range t.latencies {
+		t.latencies[slot] = -1
+	}
+	return t
+}
+
+// undelivered counts each record still without a latency as failed: it never arrived.
+func (t *tally) undelivered(why string) {
+	for slot, latency := range t.latencies {
+		if latency < 0 {
+			t.failed(slot, fmt.Errorf("record %d %s", slot, why))
+		}
+	}
+}
+
 func (t *tally) failed(slot int, err error) {
 	t.add(err)
 	t.latencies[slot] = -1

@@ -299,7 +299,8 @@ class Leader:
         diverging = self._divergence(fetch_offset, last_fetched_epoch)
         if diverging is not None:
             return self._fetch_answer(ErrorCode.NONE, diverging_epoch=diverging)
-        if not log.log_start_offset <= fetch_offset <= log.log_end_offset:
+        log_end_offset = log.log_end_offset  # a fetch reads; nothing below appends
+        if not log.log_start_offset <= fetch_offset <= log_end_offset:
             return self._fetch_answer(ErrorCode.OFFSET_OUT_OF_RANGE)
         effects: list[Effect] = []
         if record_progress:
@@ -307,14 +308,14 @@ class Leader:
             self.followers[replica_id] = progress_after_fetch(
                 progress,
                 fetch_offset,
-                log.log_end_offset,
+                log_end_offset,
                 now_ms,
                 log_start_offset=log_start_offset,
             )
             effects = self._maybe_expand_isr(replica_id, now_ms)
             effects += self._advance_high_watermark()
         try:
-            found = log.read(fetch_offset, max_bytes, log.log_end_offset, min_one_batch)
+            found = log.read(fetch_offset, max_bytes, log_end_offset, min_one_batch)
         except OffsetOutOfRangeError:  # checked above; the log did not change since
             raise AssertionError(f"{local}: fetch offset {fetch_offset} left the log") from None
         return self._fetch_answer(ErrorCode.NONE, records=found.records, effects=effects)
@@ -393,7 +394,8 @@ class Leader:
     def _advance_high_watermark(self) -> list[Effect]:
         local = self._local
         members = maximal_isr(self._state.isr, self.proposed_isr) | {local.broker_id}
-        offsets = [self.log_end_offsets().get(member) for member in members]
+        known = self.log_end_offsets()
+        offsets = [known.get(member) for member in members]
         candidate = high_watermark_of(offsets)
         if candidate is None:
             return []

@@ -145,7 +145,9 @@ class LogSegment:
         except CorruptTxnIndexError:
             self.txn_index = TxnIndex(fs, txn_path + swap_suffix, load=False)
             self.txn_index_lost = True
-        self._next_offset = base_offset
+        # The offset the next batch appended here would get (this segment's end). Only the
+        # segment sets it; a plain attribute, as the log end is read many times per request.
+        self.next_offset = base_offset
         self._max_timestamp = -1
         self._offset_of_max_timestamp = base_offset
         self._bytes_since_index_entry = 0
@@ -211,11 +213,6 @@ class LogSegment:
         return self._log.size
 
     @property
-    def next_offset(self) -> int:
-        """The offset the next batch appended here would get (this segment's end)."""
-        return self._next_offset
-
-    @property
     def largest_timestamp(self) -> int:
         """The largest batch maxTimestamp in the segment, -1 if none."""
         return self._max_timestamp
@@ -247,7 +244,7 @@ class LogSegment:
         for header in headers:
             self._track_batch(header, position)
             position += header.size
-        self._next_offset = headers[-1].next_offset
+        self.next_offset = headers[-1].next_offset
         if self.roll_base_ms is None:
             self.roll_base_ms = now_ms
 
@@ -285,7 +282,7 @@ class LogSegment:
         self._time_index.load(self._log.size)
         self._rescan_tail()
         time_entry = self._time_index.last_entry()
-        if time_entry is not None and time_entry[1] >= self._next_offset:
+        if time_entry is not None and time_entry[1] >= self.next_offset:
             raise CorruptIndexError(f"{self._paths[2]}: entry past the segment's end")
         self._set_roll_base(now_ms)
 
@@ -298,20 +295,20 @@ class LogSegment:
         time_entry = self._time_index.last_entry()
         if time_entry is not None:
             self._max_timestamp, self._offset_of_max_timestamp = time_entry
-        position, self._next_offset = 0, self.base_offset
+        position, self.next_offset = 0, self.base_offset
         last_entry = self._offset_index.last_entry()
         if last_entry is not None:
             offset, position = last_entry
             header = read_header(self._log.read(position, BATCH_HEADER_SIZE))
             if header.last_offset != offset:
                 raise CorruptIndexError(f"{self._paths[1]}: entry {offset} points at {header}")
-            self._next_offset = header.base_offset
+            self.next_offset = header.base_offset
         tail = _Tail()
-        for batch_position, header in self._walk_headers(position, self._next_offset):
+        for batch_position, header in self._walk_headers(position, self.next_offset):
             if header.max_timestamp > self._max_timestamp:
                 self._max_timestamp = header.max_timestamp
                 self._offset_of_max_timestamp = header.last_offset
-            self._next_offset = header.next_offset
+            self.next_offset = header.next_offset
             tail.add(batch_position, header, restart=False)
         self._tail = tail  # only once the walk is whole: a failed one leaves the tail empty
         self._bytes_since_index_entry = self._log.size - position
@@ -361,13 +358,13 @@ class LogSegment:
         self._offset_index.reset()
         self._time_index.reset()
         self._tail = _Tail()  # rebuilt by _track_batch from position 0
-        self._next_offset = self.base_offset
+        self.next_offset = self.base_offset
         self._max_timestamp = -1
         self._bytes_since_index_entry = 0
         valid_end = 0
         for position, header in self._valid_batches():
             self._track_batch(header, position)
-            self._next_offset = header.next_offset
+            self.next_offset = header.next_offset
             valid_end = position + header.size
         truncated_bytes = self._log.size - valid_end
         if truncated_bytes:
@@ -424,13 +421,13 @@ class LogSegment:
         if first.last_offset >= max_offset_exclusive:
             return None
         log_size = self._log.size
-        if max_offset_exclusive >= self._next_offset and log_size - start <= max_bytes:
+        if max_offset_exclusive >= self.next_offset and log_size - start <= max_bytes:
             # The rest, no walk needed.
-            return FileSlice(self._log, start, log_size - start, self._next_offset)
+            return FileSlice(self._log, start, log_size - start, self.next_offset)
         # Indexed positions are batch starts: jump to the last one that keeps within both limits.
         jump = self._offset_index.floor_position(start + max_bytes, max_offset_exclusive)
         end = jump if jump is not None and jump > start else start
-        next_offset = self._next_offset  # if the walk reaches the end of the file
+        next_offset = self.next_offset  # if the walk reaches the end of the file
         for position, header in self._walk_headers(end, None):
             if header.last_offset >= max_offset_exclusive or (
                 position + header.size - start > max_bytes
@@ -445,7 +442,7 @@ class LogSegment:
 
     def _find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
         """(position, header) of the first batch whose last offset is >= `offset`."""
-        if offset >= self._next_offset:
+        if offset >= self.next_offset:
             return None
         found = self._tail.find(offset)
         if found is not None:
@@ -561,6 +558,6 @@ class LogSegment:
 
     def __repr__(self) -> str:
         return (
-            f"LogSegment(base_offset={self.base_offset}, next_offset={self._next_offset}, "
+            f"LogSegment(base_offset={self.base_offset}, next_offset={self.next_offset}, "
             f"size={self._log.size})"
         )

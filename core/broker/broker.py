@@ -135,6 +135,8 @@ class BrokerCore:
         self.verification = TxnVerification(config.broker_id, config.replica_socket_timeout_ms)
         self.deletions = RecordDeletion(self._respond)
         self._now_ms = now_ms
+        self.groups.observe_clock(now_ms)
+        self.txns.observe_clock(now_ms)
         self._out = Ready()
         self._handed_out: Ready | None = None
         self._tokens = count()
@@ -202,35 +204,15 @@ class BrokerCore:
         fetch once with all of them, instead of once per request."""
         assert self._handed_out is None, "step() between ready() and advance()"
         now_ms = self._observe_clock(now_ms)
-        if isinstance(event, ClientRequest) and event.api_key in GROUP_APIS:
-            self.groups.serve(
-                event.token,
-                event.api_key,
-                event.api_version,
-                event.body,
-                event.client_id,
-                event.client_host,
-                self.image,
-                now_ms,
-            )
-        elif isinstance(event, ClientRequest) and event.api_key in TXN_APIS:
-            self.txns.serve(
-                event.token,
-                event.api_key,
-                event.api_version,
-                event.body,
-                event.client_id,
-                event.client_host,
-                now_ms,
-            )
-        elif isinstance(event, ClientRequest):
-            self._serve(event, now_ms)
-        elif isinstance(event, PeerAnswered) and self.markers.owns(event.token):
-            self.markers.on_answer(event.token, event.body, self.image, self._out.peer_requests)
-        elif isinstance(event, PeerAnswered) and self.verification.owns(event.token):
-            self.verification.on_answer(event.token, event.body)
+        if isinstance(event, ClientRequest):
+            self._serve_request(event, now_ms)
         elif isinstance(event, PeerAnswered):
-            self.followers.on_answer(event.token, event.body, now_ms)
+            if self.markers.owns(event.token):
+                self.markers.on_answer(event.token, event.body, self.image, self._out.peer_requests)
+            elif self.verification.owns(event.token):
+                self.verification.on_answer(event.token, event.body)
+            else:
+                self.followers.on_answer(event.token, event.body, now_ms)
         elif isinstance(event, ProducerIdsGranted):
             self.producer_ids.granted(event.first, event.count)
         elif isinstance(event, Append):
@@ -312,8 +294,9 @@ class BrokerCore:
                 else:
                     job.synced(position)
                 self._finish_if_done(job)
-        self._syncing = {}
-        self._settle(self._now_ms)
+        if self._syncing:  # answers that waited: their jobs may now be done
+            self._syncing = {}
+            self._settle(self._now_ms)
 
     # ---- files the caller handles when a Ready says so ----
 
@@ -463,6 +446,32 @@ class BrokerCore:
         self._woken.add(key)
 
     # ---- requests ----
+
+    def _serve_request(self, request: ClientRequest, now_ms: int) -> None:
+        api_key = request.api_key
+        if api_key in GROUP_APIS:
+            self.groups.serve(
+                request.token,
+                api_key,
+                request.api_version,
+                request.body,
+                request.client_id,
+                request.client_host,
+                self.image,
+                now_ms,
+            )
+        elif api_key in TXN_APIS:
+            self.txns.serve(
+                request.token,
+                api_key,
+                request.api_version,
+                request.body,
+                request.client_id,
+                request.client_host,
+                now_ms,
+            )
+        else:
+            self._serve(request, now_ms)
 
     def _serve(self, request: ClientRequest, now_ms: int) -> None:
         api_key = request.api_key
@@ -914,9 +923,10 @@ class BrokerCore:
 
     def _observe_clock(self, now_ms: int) -> int:
         """The time the rules use: wall-clock time may step back (NTP), the rules' never does."""
-        self._now_ms = max(self._now_ms, now_ms)
-        self.groups.observe_clock(self._now_ms)
-        self.txns.observe_clock(self._now_ms)
+        if now_ms > self._now_ms:  # most events of a pass come within the same millisecond
+            self._now_ms = now_ms
+            self.groups.observe_clock(now_ms)
+            self.txns.observe_clock(now_ms)
         return self._now_ms
 
     def _periodic_duties(self, now_ms: int) -> None:
@@ -980,7 +990,9 @@ class BrokerCore:
                     self._serve_parked(parked, now_ms)
         self.followers.plan(now_ms, self._out.peer_requests)
         out = self._out
-        out.peer_requests += self.txns.take_peer_requests()
+        txn_requests = self.txns.take_peer_requests()
+        if txn_requests:
+            out.peer_requests += txn_requests
         # Most settles have nothing below: each list is looked at before it is replaced.
         if self.groups.events:
             out.group_events += self.groups.events

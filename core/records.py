@@ -155,6 +155,12 @@ def read_header(buf: Buffer, pos: int = 0) -> BatchHeader:
     return header
 
 
+def may_be_transactional(buf: Buffer) -> bool:
+    """Whether the batch at the start of `buf` has the transactional bit, or is too short to
+    tell (read_header says what is wrong with it): a look at one byte, before any parsing."""
+    return len(buf) <= _ATTRIBUTES_AT + 1 or bool(buf[_ATTRIBUTES_AT + 1] & _TRANSACTIONAL_BIT)
+
+
 def validate_batch(buf: Buffer, pos: int = 0) -> BatchHeader:
     """Check the batch at `pos` completely (header fields, bounds, CRC-32C); return its header."""
     header = read_header(buf, pos)

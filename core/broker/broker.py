@@ -73,7 +73,7 @@ from rlog.core.controller.api import ReplicaLogEnd
 from rlog.core.metadata.image import MetadataImage
 from rlog.core.protocol.apis import ApiKey
 from rlog.core.protocol.errors import ErrorCode
-from rlog.core.records import BatchHeader, CorruptRecordError, read_header
+from rlog.core.records import BatchHeader, CorruptRecordError, may_be_transactional, read_header
 from rlog.core.replication import (
     AlterPartitionResponse,
     AppendOutcome,
@@ -537,8 +537,10 @@ class BrokerCore:
     def _opens_transaction(self, key: TopicPartition, records: Buffer | None) -> BatchHeader | None:
         """The header of a transactional batch that would open its producer's transaction on
         this partition (KIP-890: verify it with the coordinator first), else None."""
+        if not records or not may_be_transactional(records):
+            return None  # most batches: no header parsed here
         replica = self.hosted.get(key)
-        if replica is None or not replica.is_leader or not records:
+        if replica is None or not replica.is_leader:
             return None
         try:
             header = read_header(records)

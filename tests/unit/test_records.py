@@ -18,6 +18,7 @@ from rlog.core.records import (
     build_end_txn_marker,
     decode_batch,
     iter_batches,
+    may_be_transactional,
     patch_base_offset,
     patch_leader_epoch,
     read_end_txn_marker,
@@ -108,6 +109,21 @@ def test_any_flipped_byte_in_crc_region_is_detected(data: st.DataObject) -> None
     corrupt[position] ^= flip
     with pytest.raises(CorruptRecordError):
         validate_batch(corrupt)
+
+
+def test_may_be_transactional_looks_at_the_attributes_byte_alone() -> None:
+    plain = build_batch([(None, b"v")], producer_id=7, producer_epoch=0, base_sequence=0)
+    transactional = build_batch(
+        [(None, b"v")], producer_id=7, producer_epoch=0, base_sequence=0, is_transactional=True
+    )
+    marker = build_end_txn_marker(
+        ControlType.COMMIT, producer_id=7, producer_epoch=0, coordinator_epoch=0, timestamp_ms=0
+    )
+    assert not may_be_transactional(plain)
+    assert may_be_transactional(transactional) and read_header(transactional).is_transactional
+    assert may_be_transactional(marker)
+    assert may_be_transactional(memoryview(transactional))
+    assert may_be_transactional(plain[:20])  # too short to tell: read_header will say why
 
 
 def test_patching_offset_and_epoch_keeps_crc_valid() -> None:

@@ -27,6 +27,7 @@ from bench_small_requests import requests_read
 from confluent_kafka.admin import AdminClient
 from machine_wakeups import describe, ping_pong
 from peers import rlog as rlog_peer
+from peers.common import cpu_list
 from peers.workload import create_topics
 
 from rlog.core.protocol.apis import ApiKey
@@ -84,9 +85,16 @@ def run(
     return cpu / len(frames) * 1e6, len(frames) / elapsed
 
 
-def measure(brokers: int, acks: int, windows: list[int], requests: int, rounds: int) -> None:
+def measure(
+    brokers: int,
+    acks: int,
+    windows: list[int],
+    requests: int,
+    rounds: int,
+    cpus: frozenset[int] | None = None,
+) -> None:
     root = Path(tempfile.mkdtemp(prefix="rlog-request-cost-"))
-    cluster = rlog_peer.start(root, brokers)
+    cluster = rlog_peer.start(root, brokers, cpus)
     try:
         create_topics(cluster.bootstrap, [TOPIC], 1, brokers)
         metadata = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(TOPIC, 10)
@@ -120,15 +128,27 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--window", type=int, action="append", help="default: 1 and 16")
+    parser.add_argument(
+        "--broker-cpus",
+        type=cpu_list,
+        metavar="CPUS",
+        help="run the controller and brokers on these CPUs only, as taskset(1) gives them "
+        "(e.g. 1); this client stays where the scheduler puts it",
+    )
     args = parser.parse_args()
     windows = args.window or [1, 16]
     # Before any client thread starts: machine_wakeups forks.
     floor = ping_pong(args.requests, echo_polls=False)
+    same_cpu = ping_pong(args.requests, echo_polls=False, same_cpu=True)
     print("this machine, two processes asleep between messages (machine_wakeups.py):")
     print(f"  {describe(floor, 'loopback ping-pong')}")
-    print(f"broker CPU per one-record Produce (medians of {args.rounds} x {args.requests:,})")
-    measure(1, 1, windows, args.requests, args.rounds)
-    measure(3, -1, windows, args.requests, args.rounds)
+    print(f"  {describe(same_cpu, 'the same on one CPU')}")
+    where = f", brokers on CPUs {sorted(args.broker_cpus)}" if args.broker_cpus else ""
+    print(
+        f"broker CPU per one-record Produce (medians of {args.rounds} x {args.requests:,}{where})"
+    )
+    measure(1, 1, windows, args.requests, args.rounds, args.broker_cpus)
+    measure(3, -1, windows, args.requests, args.rounds, args.broker_cpus)
 
 
 if __name__ == "__main__":

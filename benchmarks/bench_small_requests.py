@@ -49,7 +49,7 @@ from typing import Any
 from broker_profile import broker_pids, profile_phase, report
 from peers import loadgen
 from peers import rlog as rlog_peer
-from peers.common import Cluster
+from peers.common import Cluster, cpu_list
 from peers.workload import Settings, create_topics, measure_phase
 
 from rlog.daemon.broker.traffic import read_traffic
@@ -183,6 +183,13 @@ def main() -> None:
         default="all",
         help="of the steady phase: 1 leaves the wait for the followers out of its latency",
     )
+    parser.add_argument(
+        "--broker-cpus",
+        type=cpu_list,
+        metavar="CPUS",
+        help="run the controller and brokers on these CPUs only, as taskset(1) gives them "
+        "(e.g. 1); the clients stay where the scheduler puts them",
+    )
     parser.add_argument("--json", action="store_true", help="print every round as JSON")
     parser.add_argument(
         "--profile",
@@ -204,7 +211,7 @@ def main() -> None:
         steady_acks=args.steady_acks,
     )
     root = Path(tempfile.mkdtemp(prefix="rlog-small-requests-"))
-    cluster = rlog_peer.start(root, BROKERS)
+    cluster = rlog_peer.start(root, BROKERS, args.broker_cpus)
     rounds: list[dict[str, Any]] = []
     try:
         create_the_topics(cluster, settings, args.steady_rf)
@@ -234,6 +241,7 @@ def main() -> None:
     print(
         f"rlog, 3 brokers RF=3 acks=all{steady}, {args.client} client, "
         f"median of {len(rounds)} rounds"
+        + (f", brokers on CPUs {sorted(args.broker_cpus)}" if args.broker_cpus else "")
     )
     for label, value in medians(rounds).items():
         fmt = next(f for lbl, _p, _k, f in ROWS if lbl == label)

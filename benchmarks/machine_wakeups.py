@@ -6,7 +6,8 @@ Two processes play ping-pong with 100-byte messages over a loopback TCP connecti
 the other sends and waits for the echo, each asleep in recv() between messages, as a broker and
 its client are between small requests. It prints the round trip and the CPU each side spends
 per message (user and system), then the same with the echoing side polling (never asleep), which
-shows what the sleeping and waking itself costs.
+shows what the sleeping and waking itself costs, and last with both asleep again but on one
+CPU, which shows what waking a process on another CPU costs.
 
 Each small Produce wakes the leader and the client, and with acks=all each follower and the
 leader again: on a virtual machine, where waking a process on an idle virtual CPU goes through
@@ -14,7 +15,13 @@ the hypervisor, that can cost more than the Python that serves the request. On t
 machine the benchmarks ran on, runs gave 115-190 µs per round trip and 46-72 µs of CPU per
 side, against 29-46 µs and 14-25 µs for the sender with the echoing side polling. Machines
 differ by more than that, which is one reason the same benchmark gives such different
-latencies on them. bench_request_cost.py prints the first line before its own.
+latencies on them. bench_request_cost.py prints the first and last lines before its own.
+
+On one CPU the same ping-pong gave a 19 µs round trip and under 10 µs of CPU per side there:
+the machine is a KVM guest that does not poll before it halts an idle virtual CPU
+(haltpoll.guest_halt_poll_ns=0 on its kernel command line), so most of the cost of a wake-up
+is the interrupt that wakes another virtual CPU. ``--broker-cpus`` in the rlog benchmarks and
+``--server-cpus`` in peers.py put the servers on chosen CPUs to measure that.
 """
 
 from __future__ import annotations
@@ -37,9 +44,17 @@ class PingPong:
     echo_system_us: float
 
 
-def ping_pong(messages: int, echo_polls: bool) -> PingPong:
+def ping_pong(messages: int, echo_polls: bool, same_cpu: bool = False) -> PingPong:
     """`messages` round trips between this process and a forked echo; `echo_polls`: the echo
-    reads without ever sleeping (a busy loop) instead of blocking in recv()."""
+    reads without ever sleeping (a busy loop) instead of blocking in recv(); `same_cpu`: both
+    run on one CPU, so each wakes the other without an interrupt to another CPU."""
+    if same_cpu:
+        before = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, {min(before)})  # the echo, forked below, inherits it
+        try:
+            return ping_pong(messages, echo_polls)
+        finally:
+            os.sched_setaffinity(0, before)
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)
@@ -105,6 +120,8 @@ def main() -> None:
     args = parser.parse_args()
     print(describe(ping_pong(args.messages, echo_polls=False), "both asleep between messages"))
     print(describe(ping_pong(args.messages, echo_polls=True), "the echo polling"))
+    same_cpu = ping_pong(args.messages, echo_polls=False, same_cpu=True)
+    print(describe(same_cpu, "both asleep, on one CPU"))
 
 
 if __name__ == "__main__":

@@ -57,7 +57,7 @@ from typing import Any
 
 from peers import jetstream, kafka, loadgen, noida, tansu
 from peers import rlog as rlog_peer
-from peers.common import Cluster, PeerUnavailable
+from peers.common import Cluster, PeerUnavailable, cpu_list, servers_on
 from peers.workload import Settings
 from peers.workload import measure as measure_kafka_protocol
 
@@ -132,14 +132,20 @@ def settings_of(args: argparse.Namespace) -> Settings:
     return settings
 
 
-def run_system(name: str, settings: Settings, log: Callable[[str], None]) -> dict[str, Any]:
+def run_system(
+    name: str,
+    settings: Settings,
+    log: Callable[[str], None],
+    server_cpus: frozenset[int] | None = None,
+) -> dict[str, Any]:
     start, measure, rf, what = SYSTEMS[name]
     root = Path(tempfile.mkdtemp(prefix=f"rlog-peers-{name}-"))
     started = time.monotonic()
     log(f"{name}: starting ({what})")
     cluster: Cluster | None = None
     try:
-        cluster = start(root)
+        with servers_on(server_cpus):
+            cluster = start(root)
         log(f"{name}: up at {cluster.bootstrap} in {time.monotonic() - started:.1f} s")
         results = measure(cluster, settings, rf, log)
         return {"status": "ok", "setup": what, "results": results}
@@ -225,6 +231,13 @@ def main() -> None:
         help="confluent (the default: confluent-kafka, nats-py for JetStream) or the Go "
         "program for every measurement (franz-go; nats.go for JetStream)",
     )
+    parser.add_argument(
+        "--server-cpus",
+        type=cpu_list,
+        metavar="CPUS",
+        help="run every system's servers on these CPUs only, as taskset(1) gives them (e.g. 1); "
+        "the clients stay where the scheduler puts them",
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead")
     args = parser.parse_args()
     chosen = [s.strip() for s in args.systems.split(",") if s.strip()]
@@ -248,11 +261,18 @@ def main() -> None:
         )
     )
     began = time.monotonic()
-    reports = {name: run_system(name, settings, log) for name in chosen}
+    if args.server_cpus is not None:
+        log(f"every system's servers on CPUs {sorted(args.server_cpus)} only")
+    reports = {name: run_system(name, settings, log, args.server_cpus) for name in chosen}
     if args.json:
         print(
             json.dumps(
-                {"settings": settings.__dict__, "systems": reports, "ratios": ratios(reports)},
+                {
+                    "settings": settings.__dict__,
+                    "server_cpus": sorted(args.server_cpus) if args.server_cpus else None,
+                    "systems": reports,
+                    "ratios": ratios(reports),
+                },
                 indent=2,
             )
         )
@@ -263,6 +283,7 @@ def main() -> None:
     print(
         f"100-byte records, acks=all; ratios are rlog/peer (above 1: rlog's figure is larger); "
         f"total time {time.monotonic() - began:.0f} s"
+        + (f"; servers on CPUs {sorted(args.server_cpus)}" if args.server_cpus else "")
     )
     print(table(reports))
 

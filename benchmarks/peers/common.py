@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import os
 import random
 import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,6 +45,43 @@ def free_ports(count: int) -> list[int]:
         if len(ports) == count:
             return ports
     raise PeerUnavailable("no free ports on 127.0.0.1")
+
+
+def cpu_list(text: str) -> frozenset[int]:
+    """A CPU list as taskset(1) writes it ("1", "0,2", "0-3"), each CPU one this process may
+    use; an argparse type."""
+    cpus: set[int] = set()
+    try:
+        for part in text.split(","):
+            first, dash, last = part.partition("-")
+            cpus.update(range(int(first), int(last if dash else first) + 1))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a CPU list: {text!r} (e.g. 1, 0,2 or 0-3)") from None
+    if not cpus:
+        raise argparse.ArgumentTypeError(f"CPU list {text!r} names no CPU")
+    usable = os.sched_getaffinity(0)
+    if not cpus <= usable:
+        raise argparse.ArgumentTypeError(
+            f"CPUs {text} are not all among this machine's usable CPUs {sorted(usable)}"
+        )
+    return frozenset(cpus)
+
+
+@contextlib.contextmanager
+def servers_on(cpus: frozenset[int] | None) -> Iterator[None]:
+    """Processes started inside run on `cpus` only, and so do their children (the affinity of
+    the thread that forks is inherited); None leaves them where the scheduler puts them. On a
+    virtual machine, processes on one CPU wake each other without an interrupt between
+    virtual CPUs (machine_wakeups.py's last line shows what that saves)."""
+    if cpus is None:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
 
 
 def start_process(

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .common import Cluster, PeerUnavailable, free_base_port, wait_kafka
+from .common import Cluster, PeerUnavailable, free_base_port, servers_on, wait_kafka
 
 RLOG = [sys.executable, "-m", "rlog.cli.app"]
 CONFIG = """
@@ -27,22 +27,24 @@ def _rlog(data_dir: Path, *args: str, timeout: float = 120) -> str:
     return done.stdout
 
 
-def start(root: Path, brokers: int = 3) -> Cluster:
+def start(root: Path, brokers: int = 3, cpus: frozenset[int] | None = None) -> Cluster:
+    """`cpus`: rlogd, and so the controller and every broker, run on these CPUs only."""
     data_dir = root / "data"
     config = root / "rlog.toml"
     config.write_text(CONFIG)
     base = free_base_port(brokers + 1)  # the brokers, then the controller
-    _rlog(
-        data_dir,
-        "cluster",
-        "up",
-        "--brokers",
-        str(brokers),
-        "--base-port",
-        str(base),
-        "--config",
-        str(config),
-    )
+    with servers_on(cpus):
+        _rlog(
+            data_dir,
+            "cluster",
+            "up",
+            "--brokers",
+            str(brokers),
+            "--base-port",
+            str(base),
+            "--config",
+            str(config),
+        )
 
     def down() -> None:
         # rlog cluster down stops rlogd by its pid (and it its brokers and controller)

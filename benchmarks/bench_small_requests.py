@@ -5,6 +5,7 @@
     python benchmarks/bench_small_requests.py --client confluent   # the Python producers
     python benchmarks/bench_small_requests.py --profile /tmp/profile  # py-spy of the brokers
     python benchmarks/bench_small_requests.py --steady-rf 1 --steady-acks 1  # no replication
+    python benchmarks/bench_small_requests.py --broker-cpus 1   # the brokers on CPU 1 only
 
 One rlog cluster (``rlog cluster up --brokers 3``, RF=3, min.insync.replicas=2, acks=all, 100-byte
 records; the same three topics throughout), measured in rounds; each round runs:
@@ -31,12 +32,17 @@ brokers and the controller used over the same window. Figures are medians over t
 For the steady phase it also reports how long each broker was runnable but waiting for a CPU,
 per second (Linux's schedstat): about 0.5 s/s beside 0.5 CPU-s/s means the broker was never
 idle and its requests queued, on a machine whose 2 cores the 3 brokers and the client share.
+Beside it: the cores the clients used (this process and its children that ended in the phase:
+the Go program, the producer processes) and the records each Produce request carried. A client
+with linger.ms=0 sends what it has as soon as it can, so brokers that answer faster get more,
+smaller requests: the brokers stay busy until they can take about one request per record.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import shutil
 import statistics
 import sys
@@ -44,6 +50,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from resource import RUSAGE_CHILDREN, RUSAGE_SELF
 from typing import Any
 
 from broker_profile import broker_pids, profile_phase, report
@@ -88,15 +95,23 @@ def run_queue_wait_s(cluster: Cluster) -> float:
     return total_ns / 1e9
 
 
+def client_cpu_s() -> float:
+    """CPU seconds of this process and of its children that ended (the Go program, the
+    producer processes), user + system: the clients' share of the machine."""
+    mine, children = (resource.getrusage(who) for who in (RUSAGE_SELF, RUSAGE_CHILDREN))
+    return mine.ru_utime + mine.ru_stime + children.ru_utime + children.ru_stime
+
+
 def with_request_rate(cluster: Cluster, phase: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """Run a phase and add the requests the brokers read per CPU-second they used meanwhile,
-    and how long each broker waited for a CPU per second: near 1 minus its CPU share, it was
-    never idle, and requests queued behind one another."""
+    how long each broker waited for a CPU per second (near 1 minus its CPU share, it was
+    never idle, and requests queued behind one another), the cores the clients used, and the
+    records each Produce request carried."""
     time.sleep(TRAFFIC_WRITE_INTERVAL_S)
     requests0, cpu0, t0 = requests_read(cluster), cluster.cpu_seconds(), time.monotonic()
-    waited0, began = run_queue_wait_s(cluster), time.monotonic()
+    waited0, began, client0 = run_queue_wait_s(cluster), time.monotonic(), client_cpu_s()
     result = phase()
-    waited1, ended = run_queue_wait_s(cluster), time.monotonic()
+    waited1, ended, client1 = run_queue_wait_s(cluster), time.monotonic(), client_cpu_s()
     time.sleep(TRAFFIC_WRITE_INTERVAL_S)
     requests1, cpu1, t1 = requests_read(cluster), cluster.cpu_seconds(), time.monotonic()
     requests, cpu = requests1["all"] - requests0["all"], cpu1 - cpu0
@@ -109,6 +124,8 @@ def with_request_rate(cluster: Cluster, phase: Callable[[], dict[str, Any]]) -> 
         "fetch_requests_per_s": fetch / (t1 - t0),
         "requests_per_cpu_s": requests / cpu if cpu > 0 else float("nan"),
         "run_queue_wait_per_broker": (waited1 - waited0) / (ended - began) / BROKERS,
+        "client_cores": (client1 - client0) / (ended - began),
+        "records_per_produce": result.get("records", 0) / produce if produce else float("nan"),
     }
 
 
@@ -144,6 +161,8 @@ ROWS = [
     ("steady Fetch requests/s", "steady", "fetch_requests_per_s", ",.0f"),
     ("steady requests/CPU-s", "steady", "requests_per_cpu_s", ",.0f"),
     ("steady run-queue wait s/s/broker", "steady", "run_queue_wait_per_broker", ".2f"),
+    ("steady records per Produce", "steady", "records_per_produce", ".2f"),
+    ("steady client cores", "steady", "client_cores", ".2f"),
     ("batched rec/s", "batched", "records_per_sec", ",.0f"),
     ("batched broker CPU s/100k", "batched", "cpu_per_100k_s", ".2f"),
 ]

@@ -3,6 +3,7 @@ from the brokers' and the controller's CPU times, so a busy machine changes it l
 
     python benchmarks/bench_request_cost.py                 # 1 broker acks=1, 3 brokers acks=all
     python benchmarks/bench_request_cost.py --requests 50000 --window 1 --window 64
+    python benchmarks/bench_request_cost.py --broker-cpus 1    # the brokers on CPU 1 only
 
 A raw client (the project's own codec over one socket) sends pre-built ProduceRequest v8 frames,
 one 100-byte record each, to the leader of a 1-partition topic, keeping WINDOW requests in

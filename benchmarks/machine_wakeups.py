@@ -17,7 +17,7 @@ side, against 29-46 µs and 14-25 µs for the sender with the echoing side polli
 differ by more than that, which is one reason the same benchmark gives such different
 latencies on them. bench_request_cost.py prints the first and last lines before its own.
 
-On one CPU the same ping-pong gave a 19 µs round trip and under 10 µs of CPU per side there:
+On one CPU the same ping-pong gave 19-26 µs per round trip and 9-12 µs of CPU per side there:
 the machine is a KVM guest that does not poll before it halts an idle virtual CPU
 (haltpoll.guest_halt_poll_ns=0 on its kernel command line), so most of the cost of a wake-up
 is the interrupt that wakes another virtual CPU. ``--broker-cpus`` in the rlog benchmarks and

@@ -4,6 +4,7 @@
     python benchmarks/peers.py                  # the full run: a quiet machine, ~10 minutes
     python benchmarks/peers.py --quick          # a smoke run with small counts, ~2 minutes
     python benchmarks/peers.py --systems rlog,kafka --records 2000000 --json
+    python benchmarks/peers.py --server-cpus 1  # every system's servers on CPU 1 only
 
 Systems, each started, measured and stopped in turn (never two at once), bound to 127.0.0.1,
 data in a temporary dir, stopped by pid:

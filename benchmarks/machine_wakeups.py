@@ -32,6 +32,8 @@ import socket
 import time
 from dataclasses import dataclass
 
+from peers.common import servers_on
+
 MESSAGE = b"x" * 100
 
 
@@ -49,12 +51,8 @@ def ping_pong(messages: int, echo_polls: bool, same_cpu: bool = False) -> PingPo
     reads without ever sleeping (a busy loop) instead of blocking in recv(); `same_cpu`: both
     run on one CPU, so each wakes the other without an interrupt to another CPU."""
     if same_cpu:
-        before = os.sched_getaffinity(0)
-        os.sched_setaffinity(0, {min(before)})  # the echo, forked below, inherits it
-        try:
+        with servers_on(frozenset({min(os.sched_getaffinity(0))})):  # the echo forked inherits it
             return ping_pong(messages, echo_polls)
-        finally:
-            os.sched_setaffinity(0, before)
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)

@@ -401,7 +401,7 @@ class _Connection:
         )
         if full:
             self._pause_reading()
-        elif not self.reading:
+        else:
             self._resume_reading()
 
     # ---- handling ----
@@ -567,16 +567,11 @@ class _Connection:
         if self.closed:
             return
         slots = self.slots
-        faults = self.server.faults
         while slots and slots[0].answered:
             slot = slots.popleft()
             if slot.body is None:
                 continue  # acks=0 produce: no response
-            if (
-                faults is not None
-                and faults.answers_to_lose > 0
-                and self.server.loses_answer(slot.request, slot.body)
-            ):
+            if self.server.loses_answer(slot.request, slot.body):
                 self.close()  # the client sees its connection drop, and retries
                 return
             try:
@@ -646,17 +641,6 @@ class _Connection:
                     return False
                 output.popleft()
                 continue
-            if len(output) == 1:  # one answer's bytes, the usual case: no list for sendmsg
-                try:
-                    sent = self.sock.send(head)
-                except (BlockingIOError, InterruptedError):
-                    return False
-                self.output_bytes -= sent
-                if sent < len(head):
-                    output[0] = memoryview(head)[sent:]
-                    return False
-                output.popleft()
-                return True
             buffers: list[bytes | memoryview] = []
             for part in output:
                 if isinstance(part, FileSlice) or len(buffers) == SENDMSG_BUFFERS_MAX:

@@ -35,21 +35,19 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
+from types import CodeType, FrameType
 from typing import Any
 
 import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-import unit.test_broker_core as in_process
-from unit.test_broker_core import PRODUCE_V, Cluster, produce_body
+from bench_request_cost import produce_frames
+from unit.test_broker_core import TOPIC, Cluster
 
 import rlog.core
 import rlog.daemon
-from rlog.core.protocol.apis import ApiKey
 from rlog.core.protocol.connection import ClientConnection, Request
-from rlog.core.records import build_batch
 from rlog.daemon.broker.core_driver import BrokerDriver
 from rlog.daemon.broker.faults import ChaosFileSystem, Faults
 from rlog.daemon.broker.server import BrokerServer
@@ -95,20 +93,24 @@ class Counting:
 
     def __init__(self) -> None:
         self.on = False
+        self.places: dict[CodeType, str | None] = {}  # place_of each function's file, once
         self.executed: Counter[str] = Counter()
         self.by_function: Counter[tuple[str, str]] = Counter()  # (place, function)
 
     def trace(self, frame: FrameType, event: str, _arg: object) -> Callable[..., object] | None:
+        code = frame.f_code
         if event == "call":
-            if not self.on or place_of(frame.f_code.co_filename) is None:
+            if code not in self.places:
+                self.places[code] = place_of(code.co_filename)
+            if not self.on or self.places[code] is None:
                 return None
             frame.f_trace_opcodes = True
             frame.f_trace_lines = False
         elif event == "opcode" and self.on:
-            place = place_of(frame.f_code.co_filename)
+            place = self.places[code]
             assert place is not None
             self.executed[place] += 1
-            self.by_function[place, frame.f_code.co_qualname] += 1
+            self.by_function[place, code.co_qualname] += 1
         return self.trace
 
 
@@ -139,25 +141,16 @@ async def produce(port: int, frames: list[bytes], window: int) -> None:
         sock.close()
 
 
-def produce_frames(how_many: int) -> list[bytes]:
-    codec = ClientConnection()
-    frames = []
-    for _ in range(how_many):
-        batch = build_batch([(None, b"x" * 100)], base_timestamp=int(time.time() * 1000))
-        frames.append(codec.send_request(ApiKey.PRODUCE, PRODUCE_V, produce_body(batch, 1)))
-    return frames
+def one_record_produces(how_many: int) -> list[bytes]:
+    """bench_request_cost's frames (acks=1), to the in-process cluster's topic."""
+    return produce_frames(ClientConnection(), how_many, acks=1, topic=TOPIC)
 
 
 async def measure(root: Path, produces: int, window: int, counting: Counting | None) -> float:
     """CPU µs per Produce (or, with `counting`, the count is in it) on a fresh broker."""
     faults = Faults(None, file_system=ChaosFileSystem())  # as a broker without a faults file
     file_system = faults.file_system
-    real_file_system = in_process.RealFileSystem
-    in_process.RealFileSystem = lambda: file_system  # type: ignore[assignment,misc]
-    try:
-        cluster = Cluster(brokers=(1,), real_files=root)
-    finally:
-        in_process.RealFileSystem = real_file_system  # type: ignore[misc]
+    cluster = Cluster(brokers=(1,), real_files=root, real_file_system=lambda: file_system)
     driver = BrokerDriver(cluster.cores[1], log_dir=file_system.health)
     driver.connect(unreachable, lambda _request, _answer: None)
     server = BrokerServer(CoreOnly(driver), 1 << 20, faults=faults)
@@ -166,8 +159,8 @@ async def measure(root: Path, produces: int, window: int, counting: Counting | N
     port = server._listener.getsockname()[1]
     serving = asyncio.create_task(server.serve())
     try:
-        await produce(port, produce_frames(WARM_UP_PRODUCES), window)
-        frames = produce_frames(produces)
+        await produce(port, one_record_produces(WARM_UP_PRODUCES), window)
+        frames = one_record_produces(produces)
         started = time.process_time()
         if counting is not None:
             counting.on = True

@@ -43,7 +43,9 @@ def cpu_seconds(processes: list[psutil.Process]) -> float:
     return sum(p.cpu_times().user + p.cpu_times().system for p in processes)
 
 
-def produce_frames(codec: ClientConnection, count: int, acks: int) -> list[bytes]:
+def produce_frames(
+    codec: ClientConnection, count: int, acks: int, topic: str = TOPIC
+) -> list[bytes]:
     """`count` one-record Produce frames, sent through `codec` so it expects their answers."""
     frames = []
     for _ in range(count):
@@ -52,7 +54,7 @@ def produce_frames(codec: ClientConnection, count: int, acks: int) -> list[bytes
             "transactional_id": None,
             "acks": acks,
             "timeout_ms": 30_000,
-            "topic_data": [{"name": TOPIC, "partition_data": [{"index": 0, "records": batch}]}],
+            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
         }
         frames.append(codec.send_request(ApiKey.PRODUCE, PRODUCE_VERSION, body))
     return frames

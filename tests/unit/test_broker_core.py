@@ -10,6 +10,7 @@ keeps.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import count
 from pathlib import Path
@@ -112,6 +113,8 @@ class Cluster:
     controller: bool = True  # False: proposals wait in `proposals` for the test to answer
     config: dict[str, Any] = field(default_factory=dict)  # BrokerConfig fields
     real_files: Path | None = None  # SimFileSystem cannot rename a directory (topic deletion)
+    # With real_files: each broker's file system (the daemon's ChaosFileSystem, say).
+    real_file_system: Callable[[], FileSystem] = RealFileSystem
     now: int = T0
     cut_off: set[int] = field(default_factory=set)
     answers: dict[Token, Body | None] = field(default_factory=dict)
@@ -126,7 +129,7 @@ class Cluster:
         self.fs: dict[int, FileSystem] = {}
         self.cores: dict[int, BrokerCore] = {}
         for b in self.brokers:
-            self.fs[b] = RealFileSystem() if self.real_files else SimFileSystem()
+            self.fs[b] = self.real_file_system() if self.real_files else SimFileSystem()
             self.start(b)
         records: list[MetadataRecord] = []
         for b in self.brokers:  # a broker's epoch is the offset of its registration

@@ -69,6 +69,8 @@ class FollowerFetching:
         self._on_effects = on_effects
         self._on_append = on_append
         self._followed: dict[int, list[tuple[TopicPartition, Replica]]] = {}
+        # The same, by partition: answers are matched to replicas by key.
+        self._followed_by_key: dict[int, dict[TopicPartition, Replica]] = {}
         self._sessions: dict[int, _Session] = {}
         self._sent: dict[Token, _Sent] = {}
         self._tokens = count()
@@ -80,6 +82,7 @@ class FollowerFetching:
             if replica.is_follower:
                 followed.setdefault(replica.leader, []).append((key, replica))
         self._followed = followed
+        self._followed_by_key = {leader: dict(pairs) for leader, pairs in followed.items()}
         for leader_id in [i for i in self._sessions if i not in followed]:
             del self._sessions[leader_id]  # an answer still in flight is then ignored
 
@@ -108,17 +111,26 @@ class FollowerFetching:
     ) -> PeerRequest | None:
         if session.fetch_version is None:
             return self._request(session, ApiKey.API_VERSIONS, API_VERSIONS_VERSION, {}, {})
-        ready = [(k, r) for k, r in followed if session.delayed.get(k, 0) <= now_ms]
-        for key in [k for k, until in session.delayed.items() if until <= now_ms]:
-            del session.delayed[key]
-        refused = [(k, r) for k, r in ready if k in session.out_of_range]
-        if refused:
-            return self._list_offsets(session, refused)
-        plans = [(k, r.follower_fetch_request()) for k, r in ready]
-        truncations = {k: p for k, p in plans if isinstance(p, TruncationPlan)}
+        delayed = session.delayed
+        if delayed:
+            for key in [k for k, until in delayed.items() if until <= now_ms]:
+                del delayed[key]
+        # What is still delayed is delayed past now.
+        ready = [(k, r) for k, r in followed if k not in delayed] if delayed else followed
+        if session.out_of_range:
+            refused = [(k, r) for k, r in ready if k in session.out_of_range]
+            if refused:
+                return self._list_offsets(session, refused)
+        truncations: dict[TopicPartition, TruncationPlan] = {}
+        fetches: dict[TopicPartition, FetchPlan] = {}
+        for key, replica in ready:
+            plan = replica.follower_fetch_request()
+            if isinstance(plan, FetchPlan):
+                fetches[key] = plan
+            elif isinstance(plan, TruncationPlan):
+                truncations[key] = plan
         if truncations:
             return self._find_divergence(session, truncations)
-        fetches = {k: p for k, p in plans if isinstance(p, FetchPlan)}
         if fetches:
             return self._fetch(session, fetches)
         return None
@@ -268,10 +280,8 @@ class FollowerFetching:
         session.fetch_version = fetch_version_for(fetch[0]["max_version"])
 
     def _replica(self, session: _Session, key: TopicPartition) -> Replica | None:
-        for followed_key, replica in self._followed.get(session.leader_id, ()):
-            if followed_key == key:
-                return replica
-        return None
+        followed = self._followed_by_key.get(session.leader_id)
+        return None if followed is None else followed.get(key)
 
     def _answers(self, body: Body, topics_key: str, partitions_key: str, index_key: str):  # type: ignore[no-untyped-def]
         for topic in body.get(topics_key, ()):

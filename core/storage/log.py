@@ -345,6 +345,8 @@ class Log:
             raise OffsetOutOfRangeError(
                 f"offset {offset} is outside [{self._log_start_offset}, {log_end_offset}]"
             )
+        if offset == log_end_offset:  # a caught-up reader: nothing to look up
+            return FetchSliceInfo(offset, None)
         index = bisect_right(self._segments, offset, key=lambda segment: segment.base_offset) - 1
         for segment in self._segments[index:]:
             if segment.next_offset > offset:  # skips only segments with nothing at or after it

@@ -4,6 +4,7 @@ from the brokers' and the controller's CPU times, so a busy machine changes it l
     python benchmarks/bench_request_cost.py                 # 1 broker acks=1, 3 brokers acks=all
     python benchmarks/bench_request_cost.py --requests 50000 --window 1 --window 64
     python benchmarks/bench_request_cost.py --broker-cpus 1    # the brokers on CPU 1 only
+    python benchmarks/bench_request_cost.py --awake-cpus       # idle CPUs poll (needs root)
 
 A raw client (the project's own codec over one socket) sends pre-built ProduceRequest v8 frames,
 one 100-byte record each, to the leader of a 1-partition topic, keeping WINDOW requests in
@@ -28,7 +29,7 @@ from bench_small_requests import requests_read
 from confluent_kafka.admin import AdminClient
 from machine_wakeups import describe, ping_pong
 from peers import rlog as rlog_peer
-from peers.common import cpu_list
+from peers.common import awake_cpus, cpu_list
 from peers.workload import create_topics
 
 from rlog.core.protocol.apis import ApiKey
@@ -138,7 +139,18 @@ def main() -> None:
         help="run the controller and brokers on these CPUs only, as taskset(1) gives them "
         "(e.g. 1); this client stays where the scheduler puts it",
     )
+    parser.add_argument(
+        "--awake-cpus",
+        action="store_true",
+        help="keep idle CPUs polling instead of halting while it runs (0 written to "
+        "/dev/cpu_dma_latency, as tuned's latency-performance profile does; needs root)",
+    )
     args = parser.parse_args()
+    with awake_cpus(args.awake_cpus):
+        measure_all(args)
+
+
+def measure_all(args: argparse.Namespace) -> None:
     windows = args.window or [1, 16]
     # Before any client thread starts: machine_wakeups forks.
     floor = ping_pong(args.requests, echo_polls=False)
@@ -147,6 +159,7 @@ def main() -> None:
     print(f"  {describe(floor, 'loopback ping-pong')}")
     print(f"  {describe(same_cpu, 'the same on one CPU')}")
     where = f", brokers on CPUs {sorted(args.broker_cpus)}" if args.broker_cpus else ""
+    where += ", idle CPUs kept polling" if args.awake_cpus else ""
     print(
         f"broker CPU per one-record Produce (medians of {args.rounds} x {args.requests:,}{where})"
     )

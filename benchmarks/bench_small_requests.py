@@ -6,6 +6,7 @@
     python benchmarks/bench_small_requests.py --profile /tmp/profile  # py-spy of the brokers
     python benchmarks/bench_small_requests.py --steady-rf 1 --steady-acks 1  # no replication
     python benchmarks/bench_small_requests.py --broker-cpus 1   # the brokers on CPU 1 only
+    python benchmarks/bench_small_requests.py --awake-cpus      # idle CPUs poll (needs root)
 
 One rlog cluster (``rlog cluster up --brokers 3``, RF=3, min.insync.replicas=2, acks=all, 100-byte
 records; the same three topics throughout), measured in rounds; each round runs:
@@ -56,7 +57,7 @@ from typing import Any
 from broker_profile import broker_pids, profile_phase, report
 from peers import loadgen
 from peers import rlog as rlog_peer
-from peers.common import Cluster, cpu_list
+from peers.common import Cluster, awake_cpus, cpu_list
 from peers.workload import Settings, create_topics, measure_phase
 
 from rlog.daemon.broker.traffic import read_traffic
@@ -176,6 +177,31 @@ def medians(rounds: list[dict[str, Any]]) -> dict[str, float]:
     return out
 
 
+def run_rounds(args: argparse.Namespace, settings: Settings) -> list[dict[str, Any]]:
+    """The warm-up, the profile if asked, and the rounds, on a fresh cluster."""
+    root = Path(tempfile.mkdtemp(prefix="rlog-small-requests-"))
+    cluster = rlog_peer.start(root, BROKERS, args.broker_cpus)
+    rounds: list[dict[str, Any]] = []
+    try:
+        create_the_topics(cluster, settings, args.steady_rf)
+        measure_phase("warm-up", cluster, {"steady": TOPICS["steady"]}, settings)
+        if args.profile is not None:
+            profiles = profile_phase(
+                cluster,
+                args.profile,
+                settings.steady_seconds,
+                lambda: measure_phase("steady", cluster, TOPICS, settings),
+            )
+            print(report(profiles), file=sys.stderr)
+        for index in range(args.rounds):
+            rounds.append(one_round(cluster, settings))
+            print(f"round {index + 1}: {json.dumps(medians(rounds[-1:]))}", file=sys.stderr)
+    finally:
+        cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    return rounds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -209,6 +235,12 @@ def main() -> None:
         help="run the controller and brokers on these CPUs only, as taskset(1) gives them "
         "(e.g. 1); the clients stay where the scheduler puts them",
     )
+    parser.add_argument(
+        "--awake-cpus",
+        action="store_true",
+        help="keep idle CPUs polling instead of halting while it runs (0 written to "
+        "/dev/cpu_dma_latency, as tuned's latency-performance profile does; needs root)",
+    )
     parser.add_argument("--json", action="store_true", help="print every round as JSON")
     parser.add_argument(
         "--profile",
@@ -229,26 +261,8 @@ def main() -> None:
         client=args.client,
         steady_acks=args.steady_acks,
     )
-    root = Path(tempfile.mkdtemp(prefix="rlog-small-requests-"))
-    cluster = rlog_peer.start(root, BROKERS, args.broker_cpus)
-    rounds: list[dict[str, Any]] = []
-    try:
-        create_the_topics(cluster, settings, args.steady_rf)
-        measure_phase("warm-up", cluster, {"steady": TOPICS["steady"]}, settings)
-        if args.profile is not None:
-            profiles = profile_phase(
-                cluster,
-                args.profile,
-                settings.steady_seconds,
-                lambda: measure_phase("steady", cluster, TOPICS, settings),
-            )
-            print(report(profiles), file=sys.stderr)
-        for index in range(args.rounds):
-            rounds.append(one_round(cluster, settings))
-            print(f"round {index + 1}: {json.dumps(medians(rounds[-1:]))}", file=sys.stderr)
-    finally:
-        cluster.stop()
-        shutil.rmtree(root, ignore_errors=True)
+    with awake_cpus(args.awake_cpus):
+        rounds = run_rounds(args, settings)
     if args.json:
         print(json.dumps(rounds, indent=2))
         return
@@ -261,6 +275,7 @@ def main() -> None:
         f"rlog, 3 brokers RF=3 acks=all{steady}, {args.client} client, "
         f"median of {len(rounds)} rounds"
         + (f", brokers on CPUs {sorted(args.broker_cpus)}" if args.broker_cpus else "")
+        + (", idle CPUs kept polling" if args.awake_cpus else "")
     )
     for label, value in medians(rounds).items():
         fmt = next(f for lbl, _p, _k, f in ROWS if lbl == label)

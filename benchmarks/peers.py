@@ -5,6 +5,7 @@
     python benchmarks/peers.py --quick          # a smoke run with small counts, ~2 minutes
     python benchmarks/peers.py --systems rlog,kafka --records 2000000 --json
     python benchmarks/peers.py --server-cpus 1  # every system's servers on CPU 1 only
+    python benchmarks/peers.py --awake-cpus     # idle CPUs poll instead of halting (root)
 
 Systems, each started, measured and stopped in turn (never two at once), bound to 127.0.0.1,
 data in a temporary dir, stopped by pid:
@@ -58,7 +59,7 @@ from typing import Any
 
 from peers import jetstream, kafka, loadgen, noida, tansu
 from peers import rlog as rlog_peer
-from peers.common import Cluster, PeerUnavailable, cpu_list, servers_on
+from peers.common import Cluster, PeerUnavailable, awake_cpus, cpu_list, servers_on
 from peers.workload import Settings
 from peers.workload import measure as measure_kafka_protocol
 
@@ -239,6 +240,12 @@ def main() -> None:
         help="run every system's servers on these CPUs only, as taskset(1) gives them (e.g. 1); "
         "the clients stay where the scheduler puts them",
     )
+    parser.add_argument(
+        "--awake-cpus",
+        action="store_true",
+        help="keep idle CPUs polling instead of halting for the whole run (0 written to "
+        "/dev/cpu_dma_latency, as tuned's latency-performance profile does; needs root)",
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead")
     args = parser.parse_args()
     chosen = [s.strip() for s in args.systems.split(",") if s.strip()]
@@ -264,13 +271,17 @@ def main() -> None:
     began = time.monotonic()
     if args.server_cpus is not None:
         log(f"every system's servers on CPUs {sorted(args.server_cpus)} only")
-    reports = {name: run_system(name, settings, log, args.server_cpus) for name in chosen}
+    if args.awake_cpus:
+        log("idle CPUs kept polling (/dev/cpu_dma_latency held at 0)")
+    with awake_cpus(args.awake_cpus):
+        reports = {name: run_system(name, settings, log, args.server_cpus) for name in chosen}
     if args.json:
         print(
             json.dumps(
                 {
                     "settings": settings.__dict__,
                     "server_cpus": sorted(args.server_cpus) if args.server_cpus else None,
+                    "awake_cpus": args.awake_cpus,
                     "systems": reports,
                     "ratios": ratios(reports),
                 },
@@ -285,6 +296,7 @@ def main() -> None:
         f"100-byte records, acks=all; ratios are rlog/peer (above 1: rlog's figure is larger); "
         f"total time {time.monotonic() - began:.0f} s"
         + (f"; servers on CPUs {sorted(args.server_cpus)}" if args.server_cpus else "")
+        + ("; idle CPUs kept polling" if args.awake_cpus else "")
     )
     print(table(reports))
 

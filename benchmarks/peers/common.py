@@ -8,6 +8,7 @@ import os
 import random
 import signal
 import socket
+import struct
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -82,6 +83,35 @@ def servers_on(cpus: frozenset[int] | None) -> Iterator[None]:
         yield
     finally:
         os.sched_setaffinity(0, before)
+
+
+# The kernel's PM QoS interface: while a process holds it open with a latency written to it, no
+# CPU enters an idle state slower than that to leave (Documentation/power/pm_qos_interface.rst).
+CPU_LATENCY_QOS = "/dev/cpu_dma_latency"
+
+
+@contextlib.contextmanager
+def awake_cpus(enabled: bool = True) -> Iterator[None]:
+    """Inside, idle CPUs poll instead of halting: a wake-up latency limit of 0 µs held on
+    /dev/cpu_dma_latency, as tuned's latency-performance profile and Redpanda's CPU tuner
+    ask for, given back when the file is closed (also when this process dies). On a virtual
+    machine a halted virtual CPU is woken through the hypervisor (machine_wakeups.py). Every
+    CPU of the machine polls while it lasts, so it costs power; writing needs root.
+    SystemExit says so if the device cannot be written."""
+    if not enabled:
+        yield
+        return
+    try:
+        fd = os.open(CPU_LATENCY_QOS, os.O_WRONLY)
+    except OSError as error:
+        raise SystemExit(
+            f"--awake-cpus needs write access to {CPU_LATENCY_QOS} (root): {error.strerror}"
+        ) from None
+    try:
+        os.write(fd, struct.pack("i", 0))
+        yield
+    finally:
+        os.close(fd)
 
 
 def start_process(

@@ -53,21 +53,25 @@ HOT_MODULES = (
     "core/protocol/codec.py",
 )
 NOT_COMPILED = {"core/storage/files.py", "core/broker/verification.py"}
-SKIPPED_DIRS = {".git", "tests", "benchmarks", "__pycache__", "build"}
+SKIPPED_DIRS = {"tests", "benchmarks", "examples", "__pycache__", "build"}
 PROBE = "rlog.core.broker.broker"  # imported from the build to check it is compiled
 
 
 def package_files(root: Path) -> list[Path]:
-    """The package's own files under `root`, relative to it (no tests, benchmarks or caches)."""
+    """The package's own files under `root`, relative to it: no tests, benchmarks or caches, so
+    only an edit of the package itself changes the digest."""
     files: list[Path] = []
     for directory, subdirs, names in os.walk(root):
-        subdirs[:] = sorted(
-            d for d in subdirs if d not in SKIPPED_DIRS and not d.endswith(".egg-info")
-        )
+        subdirs[:] = sorted(d for d in subdirs if not skipped(d))
         for name in sorted(names):
             if not name.endswith((".so", ".pyc")):
                 files.append(Path(directory, name).relative_to(root))
     return files
+
+
+def skipped(directory: str) -> bool:
+    """Hidden directories (.git, .ruff_cache, .hypothesis) and what is not the package."""
+    return directory in SKIPPED_DIRS or directory.startswith(".") or directory.endswith(".egg-info")
 
 
 def digest_of(root: Path, files: list[Path], mypy_version: str) -> str:

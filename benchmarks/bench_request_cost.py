@@ -29,7 +29,7 @@ from bench_small_requests import requests_read
 from confluent_kafka.admin import AdminClient
 from machine_wakeups import describe, ping_pong
 from peers import rlog as rlog_peer
-from peers.common import awake_cpus, cpu_list
+from peers.common import add_awake_cpus_option, awake_cpus, cpu_list
 from peers.workload import create_topics
 
 from rlog.core.protocol.apis import ApiKey
@@ -139,12 +139,7 @@ def main() -> None:
         help="run the controller and brokers on these CPUs only, as taskset(1) gives them "
         "(e.g. 1); this client stays where the scheduler puts it",
     )
-    parser.add_argument(
-        "--awake-cpus",
-        action="store_true",
-        help="keep idle CPUs polling instead of halting while it runs (0 written to "
-        "/dev/cpu_dma_latency, as tuned's latency-performance profile does; needs root)",
-    )
+    add_awake_cpus_option(parser)
     args = parser.parse_args()
     with awake_cpus(args.awake_cpus):
         measure_all(args)

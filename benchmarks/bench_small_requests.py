@@ -57,7 +57,7 @@ from typing import Any
 from broker_profile import broker_pids, profile_phase, report
 from peers import loadgen
 from peers import rlog as rlog_peer
-from peers.common import Cluster, awake_cpus, cpu_list
+from peers.common import Cluster, add_awake_cpus_option, awake_cpus, cpu_list
 from peers.workload import Settings, create_topics, measure_phase
 
 from rlog.daemon.broker.traffic import read_traffic
@@ -235,12 +235,7 @@ def main() -> None:
         help="run the controller and brokers on these CPUs only, as taskset(1) gives them "
         "(e.g. 1); the clients stay where the scheduler puts them",
     )
-    parser.add_argument(
-        "--awake-cpus",
-        action="store_true",
-        help="keep idle CPUs polling instead of halting while it runs (0 written to "
-        "/dev/cpu_dma_latency, as tuned's latency-performance profile does; needs root)",
-    )
+    add_awake_cpus_option(parser)
     parser.add_argument("--json", action="store_true", help="print every round as JSON")
     parser.add_argument(
         "--profile",

@@ -59,7 +59,14 @@ from typing import Any
 
 from peers import jetstream, kafka, loadgen, noida, tansu
 from peers import rlog as rlog_peer
-from peers.common import Cluster, PeerUnavailable, awake_cpus, cpu_list, servers_on
+from peers.common import (
+    Cluster,
+    PeerUnavailable,
+    add_awake_cpus_option,
+    awake_cpus,
+    cpu_list,
+    servers_on,
+)
 from peers.workload import Settings
 from peers.workload import measure as measure_kafka_protocol
 
@@ -240,12 +247,7 @@ def main() -> None:
         help="run every system's servers on these CPUs only, as taskset(1) gives them (e.g. 1); "
         "the clients stay where the scheduler puts them",
     )
-    parser.add_argument(
-        "--awake-cpus",
-        action="store_true",
-        help="keep idle CPUs polling instead of halting for the whole run (0 written to "
-        "/dev/cpu_dma_latency, as tuned's latency-performance profile does; needs root)",
-    )
+    add_awake_cpus_option(parser)
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead")
     args = parser.parse_args()
     chosen = [s.strip() for s in args.systems.split(",") if s.strip()]

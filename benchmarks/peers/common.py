@@ -114,6 +114,16 @@ def awake_cpus(enabled: bool = True) -> Iterator[None]:
         os.close(fd)
 
 
+def add_awake_cpus_option(parser: argparse.ArgumentParser) -> None:
+    """`--awake-cpus`, for a benchmark to run inside `awake_cpus(args.awake_cpus)`."""
+    parser.add_argument(
+        "--awake-cpus",
+        action="store_true",
+        help="keep idle CPUs polling instead of halting while it runs (0 written to "
+        "/dev/cpu_dma_latency, as tuned's latency-performance profile does; needs root)",
+    )
+
+
 def start_process(
     argv: list[str], log: Path, env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.Popen[bytes]:

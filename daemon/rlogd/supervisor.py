@@ -42,6 +42,23 @@ def _start_broker() -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
 
 
+def restart_wait_ms(
+    backoff_ms: int, ran_s: float, *, requested: bool, base_ms: int, max_ms: int
+) -> tuple[int, int]:
+    """How long to wait before restarting a process that exited after `ran_s`, and the backoff
+    its next exit starts from. A crash waits the backoff it has and doubles it (the base after
+    the first crash, up to the max); a run of HEALTHY_RUN_S or more starts it again from no wait.
+    A kill or terminate asked for on the control socket (rlog chaos, the TUI's keys, verify's
+    nemesis) is not the process failing, so it is not a crash in a row: it waits at most the
+    base and leaves the backoff as it was, however often it comes. Else a nemesis that kills
+    the controller every few seconds has it wait out a 30 s backoff, which outlasts the run."""
+    if ran_s >= HEALTHY_RUN_S:
+        backoff_ms = 0
+    if requested:
+        return min(backoff_ms, base_ms), backoff_ms
+    return backoff_ms, min(max(base_ms, backoff_ms * 2), max_ms)
+
+
 class Supervisor:
     """Runs each child and keeps it running as the cluster's restart policy says."""
 
@@ -82,7 +99,7 @@ class Supervisor:
                 child.restarts += 1  # recovers the log dir, whatever the policy
                 continue
             if self.should_restart(code):
-                await self._back_off(child, ran_s)
+                await self._back_off(child, ran_s, requested=child.by_request)
             else:
                 await self._park(child, code)
         child.state = "stopped"
@@ -234,19 +251,21 @@ class Supervisor:
         if not self.cluster.stopping:
             child.restarts += 1
 
-    async def _back_off(self, child: SupervisedProcess, ran_s: float) -> None:
-        if ran_s >= HEALTHY_RUN_S:
-            child.backoff_ms = 0
+    async def _back_off(self, child: SupervisedProcess, ran_s: float, *, requested: bool) -> None:
+        cluster = self.cluster.config.cluster
+        wait_ms, child.backoff_ms = restart_wait_ms(
+            child.backoff_ms,
+            ran_s,
+            requested=requested,
+            base_ms=cluster.restart_backoff_ms,
+            max_ms=cluster.restart_backoff_max_ms,
+        )
         child.state = "restarting"
         child.restarts += 1
         self.cluster.write_status()
         with contextlib.suppress(TimeoutError):  # a `restart` request cuts the wait short
-            await asyncio.wait_for(child.wake.wait(), child.backoff_ms / 1000)
+            await asyncio.wait_for(child.wake.wait(), wait_ms / 1000)
         child.wake.clear()
-        cluster = self.cluster.config.cluster
-        child.backoff_ms = min(
-            max(cluster.restart_backoff_ms, child.backoff_ms * 2), cluster.restart_backoff_max_ms
-        )
 
     # -- the event journal --------------------------------------------------------------------
     def _journal_start(self, child: SupervisedProcess) -> None:

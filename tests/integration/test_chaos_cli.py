@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from rlog.daemon import control
+from rlog.daemon.events import read_events
 from support.cluster import Cluster
 
 pytestmark = pytest.mark.integration
@@ -88,6 +89,26 @@ def test_kill_is_a_crash_the_restart_policy_repairs(cluster_factory) -> None:
     cluster.wait_until_running(not_pid=victim)
     status = broker(cluster)
     assert status["restarts"] == 1 and status["last_exit"] == -9
+
+
+def test_kills_asked_for_do_not_grow_the_crash_backoff(cluster_factory) -> None:
+    """A nemesis that kills the controller as soon as it is back: rlogd restarts it within
+    restart_backoff_ms every time, as after one crash. Were each requested kill a crash in a
+    row, the sixth restart would wait 200 ms * 2^4 = 3.2 s and the eighth 12.8 s."""
+    config = "[cluster]\nrestart_backoff_ms = 200\nrestart_backoff_max_ms = 60000\n"
+    cluster = cluster_factory(config_text=config)
+    kills = 8
+    for _ in range(kills):
+        victim = cluster.controller_pid()
+        cluster.chaos("kill", "controller")
+        cluster.wait_until_running(not_pid=victim)
+    controller = [e for e in read_events(cluster.data_dir) if e.get("process") == "controller"]
+    exits = [e["ts"] for e in controller if e["kind"] == "process_exited"]
+    restarts = [e["ts"] for e in controller if e["kind"] == "process_restarted"]
+    assert len(exits) == len(restarts) == kills, controller
+    waits = [round(start - end, 3) for end, start in zip(exits, restarts, strict=True)]
+    assert max(waits) < 1.5, f"seconds from each exit to its restart: {waits}"
+    assert cluster.status()["controller"]["restarts"] == kills
 
 
 def test_terminate_leaves_a_broker_stopped_until_restart(cluster_factory) -> None:

@@ -43,6 +43,11 @@ CONTROLLER_START_GRACE_S = 5.0
 _UNREGISTERED = (ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_REGISTERED)
 
 REGISTRATION_VERSION = 3  # the first with PreviousBrokerEpoch (KIP-966)
+# How long a client's admin request waits for the controller before it is answered
+# REQUEST_TIMED_OUT: a controller restarting is a pause, not a failure. Kafka's brokers keep a
+# forwarded request as long (60 s) and send it again on each new connection to the controller.
+FORWARD_RETRY_S = 60.0
+FORWARD_PAUSE_S = (0.05, 1.0)  # between attempts: the first, and the most it doubles to
 
 
 class ControllerLink:
@@ -323,9 +328,40 @@ class ControllerLink:
 
     # ---- requests to the controller ----
 
-    async def forward(self, api_key: ApiKey, version: int, body: Body, timeout_s: float) -> Body:
-        """A client's admin request, passed on as it came (WireError if no answer)."""
-        return await self._requests.request(api_key, version, body, timeout_s=timeout_s)
+    async def forward(
+        self,
+        api_key: ApiKey,
+        version: int,
+        body: Body,
+        timeout_s: float,
+        *,
+        retry_for_s: float = 0.0,
+    ) -> Body:
+        """A client's admin request, passed on as it came. Each attempt waits up to `timeout_s`
+        for the answer; one that gets none (the controller down, restarting, slow or cut off)
+        is made again, on a new connection, until `retry_for_s` have passed since the first:
+        then WireError."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + retry_for_s
+        pause_s = FORWARD_PAUSE_S[0]
+        while True:
+            attempt_s = timeout_s if not retry_for_s else min(timeout_s, deadline - loop.time())
+            try:
+                return await self._requests.request(
+                    api_key, version, body, timeout_s=max(attempt_s, 0.001)
+                )
+            except WireError as error:
+                if loop.time() + pause_s >= deadline:
+                    raise
+                if pause_s == FORWARD_PAUSE_S[0]:
+                    log.info(
+                        "no answer from the controller to %s (%s); trying again for up to %.0f s",
+                        api_key.name,
+                        error,
+                        deadline - loop.time(),
+                    )
+            await asyncio.sleep(pause_s)
+            pause_s = min(pause_s * 2, FORWARD_PAUSE_S[1])
 
     async def alter_partition(self, proposal: ProposeIsr) -> AlterPartitionResponse:
         if self.broker_epoch is None:

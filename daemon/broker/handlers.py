@@ -5,9 +5,11 @@ They never raise for bad input from a client: every problem becomes the protocol
 the part of the request it concerns, and the rest of the request is still served. Cluster state
 (brokers, topics, leaders, ISRs) comes from the metadata image the controller link keeps; admin
 requests (create/delete topics, partitions, elections, config changes) are forwarded to the
-controller. Produce, Fetch, ListOffsets and OffsetForLeaderEpoch are the broker core's: it answers
-them. The answers that are pure functions of the image, the settings and the core's logs are
-built in config_answers.py (DescribeConfigs, AlterConfigs), log_dirs.py (DescribeLogDirs) and
+controller, and sent again while it does not answer (restarting, say) for up to a minute, as
+Kafka's brokers do, before the client is answered REQUEST_TIMED_OUT. Produce, Fetch,
+ListOffsets and OffsetForLeaderEpoch are the broker core's: it answers them. The answers that
+are pure functions of the image, the settings and the core's logs are built in
+config_answers.py (DescribeConfigs, AlterConfigs), log_dirs.py (DescribeLogDirs) and
 topic_partitions.py (Metadata's entries, DescribeTopicPartitions).
 """
 
@@ -34,7 +36,7 @@ from rlog.daemon.broker.config_answers import (
     legacy_alter_as_incremental,
     shows_configs,
 )
-from rlog.daemon.broker.controller_link import ControllerLink
+from rlog.daemon.broker.controller_link import FORWARD_RETRY_S, ControllerLink
 from rlog.daemon.broker.core_driver import BrokerDriver
 from rlog.daemon.broker.groups import GroupService
 from rlog.daemon.broker.log_dirs import describe_log_dirs
@@ -309,6 +311,7 @@ class Handlers:
                 request.api_version,
                 request.body,
                 self._controller_timeout_s(),
+                retry_for_s=FORWARD_RETRY_S,
             )
         except WireError as error:
             log.warning("forwarding %s to the controller: %s", ApiKey(request.api_key).name, error)
@@ -352,7 +355,11 @@ class Handlers:
         api_key = ApiKey(request.api_key)
         try:
             return await self.link.forward(
-                api_key, request.api_version, request.body, self._controller_timeout_s()
+                api_key,
+                request.api_version,
+                request.body,
+                self._controller_timeout_s(),
+                retry_for_s=FORWARD_RETRY_S,
             )
         except WireError as error:
             log.warning("forwarding %s to the controller: %s", api_key.name, error)
@@ -405,6 +412,7 @@ class Handlers:
                 INCREMENTAL_ALTER_CONFIGS_VERSION,
                 incremental,
                 self._controller_timeout_s(),
+                retry_for_s=FORWARD_RETRY_S,
             )
         except WireError as error:
             log.warning("forwarding AlterConfigs to the controller: %s", error)

@@ -111,6 +111,36 @@ def test_kills_asked_for_do_not_grow_the_crash_backoff(cluster_factory) -> None:
     assert cluster.status()["controller"]["restarts"] == kills
 
 
+def test_an_admin_request_waits_out_a_controller_restart(cluster_factory) -> None:
+    """`rlog topic create` while the controller is down: the broker holds the request and
+    sends it again once the controller is back (as Kafka's brokers do), so the command waits
+    and succeeds instead of failing at once with REQUEST_TIMED_OUT."""
+    cluster = cluster_factory(config_text=FAST_RESTARTS)
+    down = cluster.chaos_request({"op": "kill", "target": "controller", "stay_down": True})
+    assert down["ok"], down
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RLOG_")}
+    env.update(RLOG_DATA_DIR=str(cluster.data_dir), NO_COLOR="1")
+    create = subprocess.Popen(
+        [*RLOG, "--timeout", "60", "topic", "create", "made-while-down"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        time.sleep(3)
+        assert create.poll() is None, create.communicate()
+        cluster.chaos("restart", "controller")
+        out, err = create.communicate(timeout=COMMAND_TIMEOUT_S)
+    finally:
+        if create.poll() is None:
+            create.kill()
+            create.wait()
+    assert create.returncode == 0, err
+    assert out.strip() == "Created topic made-while-down."
+
+
 def test_terminate_leaves_a_broker_stopped_until_restart(cluster_factory) -> None:
     cluster = cluster_factory(config_text=FAST_RESTARTS)
     victim = cluster.broker_pid(1)

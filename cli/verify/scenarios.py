@@ -129,13 +129,16 @@ class Nemesis:
         return False
 
     def _send(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Every request goes through here: faults are counted, paused processes remembered
-        (for `heal`)."""
+        """Every request goes through here: faults rlogd made are counted (a refused one, say a
+        kill of a process still restarting, is none), paused processes remembered (for
+        `heal`)."""
         reply = self.apply(request)
+        if not reply.get("ok"):
+            return reply
         op, target = request["op"], request.get("target", "")
-        if reply.get("ok") and op == "pause":
+        if op == "pause":
             self.paused.add(target)
-        elif reply.get("ok") and op == "resume":
+        elif op == "resume":
             self.paused.discard(target)
         self.faults += not _undoes(request)
         return reply

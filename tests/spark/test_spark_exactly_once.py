@@ -540,8 +540,12 @@ def test_exactly_once_through_leader_and_driver_kills(
             each.kill()
 
     got = numbers(read_all(bootstrap, "out", 3, "read_committed"))
-    assert len(got) == len(set(got)), f"duplicates: {len(got) - len(set(got))} of {len(got)}"
-    assert got == list(range(total)), f"missing: {sorted(set(range(total)) - set(got))[:20]}"
+    # What happened goes with a failure: the kills, and where the drivers' logs are.
+    happened = f"kills: {kills}; driver logs: {[str(p) for p in logs]}"
+    duplicates = len(got) - len(set(got))
+    assert not duplicates, f"duplicates: {duplicates} of {len(got)}; {happened}"
+    missing = sorted(set(range(total)) - set(got))
+    assert got == list(range(total)), f"missing: {missing[:20]}, order: {got[:20]}; {happened}"
     # The first driver kill left a batch that run 2 replayed: at least one task skipped it.
     skips = sum(p.read_text(errors="replace").count("a replay, writing nothing") for p in logs)
     assert skips >= 1 or not replay_expected, f"no replayed task skipped its batch: {kills}"

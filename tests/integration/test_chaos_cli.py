@@ -32,15 +32,20 @@ class Result:
     err: str
 
 
-def rlog(data_dir: Path, *args: str) -> Result:
+def cli_env(data_dir: Path) -> dict[str, str]:
+    """The environment an `rlog` command runs in: this cluster's data dir, no other RLOG_*."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RLOG_")}
     env.update(RLOG_DATA_DIR=str(data_dir), NO_COLOR="1")
+    return env
+
+
+def rlog(data_dir: Path, *args: str) -> Result:
     done = subprocess.run(
         [*RLOG, *args],
         capture_output=True,
         text=True,
         timeout=COMMAND_TIMEOUT_S,
-        env=env,
+        env=cli_env(data_dir),
         stdin=subprocess.DEVNULL,
     )
     assert "Traceback" not in done.stderr, done.stderr
@@ -118,14 +123,12 @@ def test_an_admin_request_waits_out_a_controller_restart(cluster_factory) -> Non
     cluster = cluster_factory(config_text=FAST_RESTARTS)
     down = cluster.chaos_request({"op": "kill", "target": "controller", "stay_down": True})
     assert down["ok"], down
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RLOG_")}
-    env.update(RLOG_DATA_DIR=str(cluster.data_dir), NO_COLOR="1")
     create = subprocess.Popen(
         [*RLOG, "--timeout", "60", "topic", "create", "made-while-down"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=env,
+        env=cli_env(cluster.data_dir),
         stdin=subprocess.DEVNULL,
     )
     try:

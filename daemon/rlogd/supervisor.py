@@ -99,7 +99,7 @@ class Supervisor:
                 child.restarts += 1  # recovers the log dir, whatever the policy
                 continue
             if self.should_restart(code):
-                await self._back_off(child, ran_s, requested=child.by_request)
+                await self._back_off(child, ran_s)
             else:
                 await self._park(child, code)
         child.state = "stopped"
@@ -251,12 +251,12 @@ class Supervisor:
         if not self.cluster.stopping:
             child.restarts += 1
 
-    async def _back_off(self, child: SupervisedProcess, ran_s: float, *, requested: bool) -> None:
+    async def _back_off(self, child: SupervisedProcess, ran_s: float) -> None:
         cluster = self.cluster.config.cluster
         wait_ms, child.backoff_ms = restart_wait_ms(
             child.backoff_ms,
             ran_s,
-            requested=requested,
+            requested=child.by_request,  # a kill or terminate asked for, not a crash
             base_ms=cluster.restart_backoff_ms,
             max_ms=cluster.restart_backoff_max_ms,
         )
